@@ -1,0 +1,51 @@
+# Lattice developer entry points. Two commands matter to a newcomer: `make demo` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CP := hack/controlplane
+export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
+
+.PHONY: venv lint unit integration test controlplane cluster-up cluster-down demo crds clean
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 required"'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	@touch $@
+
+lint: venv
+	$(BIN)/ruff check src tests bench hack
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+
+unit: venv
+	$(BIN)/pytest tests/unit -q
+
+controlplane:
+	$(CP)/build.sh all
+
+integration: venv controlplane
+	$(BIN)/pytest tests/integration tests/e2e -q
+
+# The whole suite: lint, then every tier in one pytest run. The control plane is built if the
+# cache is empty, started by the session fixture, and stopped afterwards.
+test: venv lint controlplane
+	LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider
+
+cluster-up: venv
+	$(CP)/cluster-up.sh
+
+cluster-down:
+	$(CP)/cluster-down.sh
+
+crds: venv
+	$(BIN)/lattice crds --output deploy/crds
+
+demo: venv
+	hack/demo.sh
+
+clean: cluster-down
+	rm -rf $(VENV) .cluster .mypy_cache .ruff_cache .pytest_cache

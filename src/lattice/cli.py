@@ -1,0 +1,59 @@
+"""The ``lattice`` command line.
+
+Subcommands:
+- ``lattice crds``: write (or ``--check``) the CRD YAML generated from the API models.
+- ``lattice version``: print the version.
+
+Each subcommand is a small function; the operator process (``lattice run``) and the trace
+simulator (``lattice simulate``) register here as they land.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from lattice import __version__
+
+__all__ = ["main"]
+
+
+def _cmd_version(_: argparse.Namespace) -> int:
+    print(__version__)
+    return 0
+
+
+def _cmd_crds(args: argparse.Namespace) -> int:
+    from lattice.api import crd
+
+    argv = ["--output", args.output]
+    if args.check:
+        argv.append("--check")
+    return crd.main(argv)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="lattice", description="Lattice training-job operator")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    v = sub.add_parser("version", help="print the version")
+    v.set_defaults(func=_cmd_version)
+
+    c = sub.add_parser("crds", help="generate the CRD YAML from the API models")
+    c.add_argument(
+        "--output", default="deploy/crds", help="directory to write (default: deploy/crds)"
+    )
+    c.add_argument("--check", action="store_true", help="exit 1 if the files there are stale")
+    c.set_defaults(func=_cmd_crds)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    return func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,409 @@
+"""A small REST client for any Kubernetes resource, on kubernetes_asyncio's HTTP transport.
+
+Contract:
+- Every call takes a ``Resource`` and plain dicts, and returns plain dicts (parsed JSON).
+- Non-2xx answers raise the typed errors of ``lattice.kube.errors``; transport failures raise
+  ``ServerError`` (status 0), so callers retry them like a 5xx.
+- ``watch`` streams events from one resourceVersion. It yields ADDED, MODIFIED, DELETED and
+  BOOKMARK events untouched, and turns an ERROR event into the matching error (410 → ``Gone``):
+  it never retries on its own. The informer owns the list/watch loop.
+- kubernetes_asyncio supplies only configuration loading (kubeconfig, in-cluster, token refresh),
+  TLS and the aiohttp session; we build paths and parse bodies ourselves.
+- An optional client-side token bucket (``qps``/``burst``; ``qps <= 0`` disables it) paces
+  requests, and an optional observer sees each request's verb, resource, code and duration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+import aiohttp
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio import config as k8s_config
+
+from lattice.clock import Clock, RealClock
+from lattice.kube.errors import ApiError, ServerError, error_from_response
+from lattice.kube.resources import Resource
+
+__all__ = ["KubeClient", "PatchType", "RequestObserver", "RestClient", "WatchEvent", "connect"]
+
+Obj = dict[str, Any]
+
+
+class PatchType(StrEnum):
+    MERGE = "application/merge-patch+json"
+    JSON = "application/json-patch+json"
+    APPLY = "application/apply-patch+yaml"
+    STRATEGIC = "application/strategic-merge-patch+json"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One watch event. ``type`` is ADDED, MODIFIED, DELETED or BOOKMARK."""
+
+    type: str
+    object: Obj
+
+
+class RequestObserver(Protocol):
+    def observe(self, *, verb: str, resource: str, code: int, seconds: float) -> None: ...
+
+
+class KubeClient(Protocol):
+    """What the rest of the operator may ask of the API server."""
+
+    async def list(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Obj: ...
+
+    def watch(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        resource_version: str,
+        timeout_seconds: int,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[WatchEvent]: ...
+
+    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj: ...
+
+    async def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj: ...
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        body: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        field_manager: str | None = None,
+        force: bool = False,
+    ) -> Obj: ...
+
+    async def replace(
+        self,
+        res: Resource,
+        name: str,
+        body: Obj,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj: ...
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: str = "Background",
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj: ...
+
+    async def close(self) -> None: ...
+
+
+class _TokenBucket:
+    """Client-side pacing like client-go's flowcontrol: ``qps`` tokens a second, ``burst`` deep."""
+
+    def __init__(self, *, qps: float, burst: int, clock: Clock) -> None:
+        self._qps = qps
+        self._burst = float(max(1, burst))
+        self._tokens = self._burst
+        self._clock = clock
+        self._last = clock.monotonic()
+
+    async def take(self) -> None:
+        now = self._clock.monotonic()
+        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+        self._last = now
+        self._tokens -= 1.0
+        if self._tokens < 0:
+            await self._clock.sleep(-self._tokens / self._qps)
+
+
+class RestClient:
+    """``KubeClient`` over a kubernetes_asyncio ``ApiClient``."""
+
+    def __init__(
+        self,
+        api: k8s_client.ApiClient,
+        *,
+        qps: float = 0.0,
+        burst: int = 0,
+        clock: Clock | None = None,
+        observer: RequestObserver | None = None,
+        user_agent: str = "lattice-operator",
+    ) -> None:
+        self._api = api
+        self._api.user_agent = user_agent
+        self._clock = clock or RealClock()
+        self._bucket = _TokenBucket(qps=qps, burst=burst, clock=self._clock) if qps > 0 else None
+        self._observer = observer
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    async def _request(
+        self,
+        verb: str,
+        method: str,
+        res: Resource,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        http_timeout: aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        if self._bucket is not None:
+            await self._bucket.take()
+        start = self._clock.monotonic()
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        try:
+            resp: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params=headers,
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=http_timeout or aiohttp.ClientTimeout(total=60, sock_connect=10),
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            self._observe(verb, res, 0, start)
+            raise ServerError(0, "TransportError", f"{method} {path}: {exc!r}") from exc
+        self._observe(verb, res, resp.status, start)
+        if resp.status >= 300:
+            text = await resp.text()
+            resp.release()
+            raise error_from_response(resp.status, text, resp.headers.get("Retry-After"))
+        return resp
+
+    def _observe(self, verb: str, res: Resource, code: int, start: float) -> None:
+        if self._observer is not None:
+            self._observer.observe(
+                verb=verb, resource=res.plural, code=code, seconds=self._clock.monotonic() - start
+            )
+
+    async def _json(self, resp: aiohttp.ClientResponse) -> Obj:
+        try:
+            data = await resp.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ServerError(0, "TransportError", repr(exc)) from exc
+        finally:
+            resp.release()
+        parsed = json.loads(data) if data else {}
+        return parsed if isinstance(parsed, dict) else {"items": parsed}
+
+    async def list(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Obj:
+        q: list[tuple[str, str]] = []
+        if label_selector:
+            q.append(("labelSelector", label_selector))
+        if field_selector:
+            q.append(("fieldSelector", field_selector))
+        if resource_version is not None:
+            q.append(("resourceVersion", resource_version))
+        if limit:
+            q.append(("limit", str(limit)))
+        if continue_token:
+            q.append(("continue", continue_token))
+        resp = await self._request("LIST", "GET", res, res.path(namespace=namespace), query=q)
+        return await self._json(resp)
+
+    async def watch(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        resource_version: str,
+        timeout_seconds: int,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[WatchEvent]:
+        q: list[tuple[str, str]] = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("resourceVersion", resource_version),
+            ("timeoutSeconds", str(timeout_seconds)),
+        ]
+        if label_selector:
+            q.append(("labelSelector", label_selector))
+        if field_selector:
+            q.append(("fieldSelector", field_selector))
+        # The server ends the stream after timeoutSeconds; the read timeout catches a silent,
+        # half-open connection a little after that.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
+        resp = await self._request(
+            "WATCH", "GET", res, res.path(namespace=namespace), query=q, http_timeout=timeout
+        )
+        try:
+            async for raw in resp.content:
+                line = raw.strip()
+                if not line:
+                    continue
+                event = json.loads(line)
+                etype = event.get("type", "")
+                obj = event.get("object") or {}
+                if etype == "ERROR":
+                    code = int(obj.get("code") or 500)
+                    raise error_from_response(code, json.dumps(obj))
+                yield WatchEvent(type=etype, object=obj)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ServerError(0, "WatchBroken", repr(exc)) from exc
+        finally:
+            resp.release()
+
+    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
+        resp = await self._request("GET", "GET", res, res.path(namespace=namespace, name=name))
+        return await self._json(resp)
+
+    async def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj:
+        resp = await self._request("CREATE", "POST", res, res.path(namespace=namespace), body=body)
+        return await self._json(resp)
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        body: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        patch_type: PatchType = PatchType.MERGE,
+        field_manager: str | None = None,
+        force: bool = False,
+    ) -> Obj:
+        q: list[tuple[str, str]] = []
+        if field_manager:
+            q.append(("fieldManager", field_manager))
+        if force:
+            q.append(("force", "true"))
+        path = res.path(namespace=namespace, name=name, subresource=subresource)
+        resp = await self._request(
+            "PATCH", "PATCH", res, path, query=q, body=body, content_type=patch_type.value
+        )
+        return await self._json(resp)
+
+    async def replace(
+        self,
+        res: Resource,
+        name: str,
+        body: Obj,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        path = res.path(namespace=namespace, name=name, subresource=subresource)
+        resp = await self._request("UPDATE", "PUT", res, path, body=body)
+        return await self._json(resp)
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        propagation: str = "Background",
+        uid: str | None = None,
+        grace_period_seconds: int | None = None,
+    ) -> Obj:
+        opts: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if uid:
+            opts["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            opts["gracePeriodSeconds"] = grace_period_seconds
+        resp = await self._request(
+            "DELETE", "DELETE", res, res.path(namespace=namespace, name=name), body=opts
+        )
+        return await self._json(resp)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    )
+
+
+async def connect(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    in_cluster: bool | None = None,
+    qps: float = 0.0,
+    burst: int = 0,
+    clock: Clock | None = None,
+    observer: RequestObserver | None = None,
+    token_path: str | None = None,
+    ca_path: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> RestClient:
+    """Build a client from a kubeconfig, or from the in-cluster service-account environment.
+
+    ``in_cluster=None`` chooses in-cluster config when no kubeconfig is given and the pod
+    environment is present. ``token_path``/``ca_path`` override the service-account files (used to
+    exercise in-cluster mode outside a pod).
+    """
+    cfg = k8s_client.Configuration()
+    use_in_cluster = (
+        in_cluster if in_cluster is not None else (kubeconfig is None and _in_cluster())
+    )
+    if use_in_cluster:
+        loader = k8s_config.incluster_config.InClusterConfigLoader(
+            token_filename=token_path or k8s_config.incluster_config.SERVICE_TOKEN_FILENAME,
+            cert_filename=ca_path or k8s_config.incluster_config.SERVICE_CERT_FILENAME,
+            try_refresh_token=True,
+        )
+        loader.load_and_set(cfg)
+    else:
+        await k8s_config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=cfg
+        )
+    cfg.connection_pool_maxsize = 64
+    for key, value in (extra or {}).items():
+        setattr(cfg, key, value)
+    return RestClient(
+        k8s_client.ApiClient(configuration=cfg),
+        qps=qps,
+        burst=burst,
+        clock=clock,
+        observer=observer,
+    )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Transport failures, 429 and 5xx are worth retrying; 4xx answers are not."""
+    return isinstance(exc, ApiError) and (exc.status in {0, 429} or exc.status >= 500)
