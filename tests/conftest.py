@@ -34,12 +34,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     global _ran_integration
-    if report.when == "call" and report.passed and ("integration" in report.keywords or "e2e" in report.keywords):
+    if (
+        report.when == "call"
+        and report.passed
+        and ("integration" in report.keywords or "e2e" in report.keywords)
+    ):
         _ran_integration += 1
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if os.environ.get("LATTICE_REQUIRE_INTEGRATION") == "1" and exitstatus == 0 and _ran_integration == 0:
+    if (
+        os.environ.get("LATTICE_REQUIRE_INTEGRATION") == "1"
+        and exitstatus == 0
+        and _ran_integration == 0
+    ):
         session.exitstatus = 1
         print("\nLATTICE_REQUIRE_INTEGRATION=1 but no integration or e2e test passed")
 
@@ -58,7 +66,9 @@ def cluster() -> Iterator[Cluster]:
         [str(CONTROLPLANE / "cluster-up.sh")], env=env, capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
-        pytest.fail(f"cluster-up.sh failed ({proc.returncode}):\n{proc.stderr[-4000:]}", pytrace=False)
+        pytest.fail(
+            f"cluster-up.sh failed ({proc.returncode}):\n{proc.stderr[-4000:]}", pytrace=False
+        )
     paths = subprocess.run(
         [str(CONTROLPLANE / "build.sh"), "paths"], capture_output=True, text=True, check=True
     ).stdout.split()
@@ -73,7 +83,10 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     from tests.support.wait import wait_for
 
     ns = cluster.create_namespace()
-    wait_for(lambda: cluster.exists("serviceaccount", "default", "-n", ns), timeout=30,
-             what=f"default ServiceAccount in {ns}")
+    wait_for(
+        lambda: cluster.exists("serviceaccount", "default", "-n", ns),
+        timeout=30,
+        what=f"default ServiceAccount in {ns}",
+    )
     yield ns
     cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)

@@ -47,11 +47,18 @@ class Cluster:
         env["PATH"] = os.pathsep.join([*self.bin_dirs, env.get("PATH", "")])
         self.env = env
 
-    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> str:
+    def kubectl(
+        self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60
+    ) -> str:
         """Run kubectl; return stdout, or raise ``KubectlError`` if ``check`` and it failed."""
         proc = subprocess.run(
-            ["kubectl", *args], input=stdin, capture_output=True, text=True, env=self.env,
-            timeout=timeout, check=False,
+            ["kubectl", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+            check=False,
         )
         if check and proc.returncode != 0:
             raise KubectlError(list(args), proc.returncode, proc.stdout, proc.stderr)
@@ -85,7 +92,9 @@ class Cluster:
             args += ["--label", f"{k}={v}"]
         manifest = subprocess.run(
             ["python3", str(CONTROLPLANE / "nodes.py"), *args],
-            capture_output=True, text=True, check=True,
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         self.kubectl("apply", "-f", "-", stdin=manifest)
         return [f"{prefix}-{i}" for i in range(count)]

@@ -37,7 +37,9 @@ def wait_for(
         if until(last):
             return last
         if time.monotonic() >= deadline:
-            raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}")
+            raise WaitTimeout(
+                f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}"
+            )
         time.sleep(interval)
 
 
@@ -57,5 +59,7 @@ async def wait_for_async(
         if until(last):
             return last
         if loop.time() >= deadline:
-            raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}")
+            raise WaitTimeout(
+                f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}"
+            )
         await asyncio.sleep(interval)

@@ -1,0 +1,61 @@
+"""One status write per reconcile, through the status subresource, only when it changed.
+
+``status_patch(old, new)`` computes an RFC 7386 JSON merge patch that turns ``old`` into ``new``
+(removed keys become ``null``; lists are replaced whole, which is what merge patch does anyway).
+``StatusWriter.write`` sends it with ``metadata.resourceVersion`` for optimistic concurrency, so a
+stale cache yields a 409 ``Conflict`` that the caller turns into a quiet requeue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lattice.kube import KubeClient
+from lattice.kube.resources import Resource
+
+__all__ = ["StatusWriter", "merge_patch"]
+
+
+def merge_patch(old: Any, new: Any) -> Any:
+    """The JSON merge patch from ``old`` to ``new`` (``None`` when they are equal)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None if old == new else new
+    patch: dict[str, Any] = {}
+    for key, value in new.items():
+        if key not in old:
+            patch[key] = value
+            continue
+        sub = merge_patch(old[key], value)
+        if sub is not None or (value is None and old[key] is not None):
+            patch[key] = sub
+    for key in old:
+        if key not in new:
+            patch[key] = None
+    return patch or None
+
+
+class StatusWriter:
+    """Writes a custom resource's status subresource with a merge patch."""
+
+    def __init__(self, client: KubeClient) -> None:
+        self._client = client
+
+    async def write(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None,
+        name: str,
+        resource_version: str,
+        old: dict[str, Any],
+        new: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """Patch status from ``old`` to ``new``; returns the updated object, or None if unchanged.
+
+        Raises ``Conflict`` when ``resource_version`` is stale.
+        """
+        diff = merge_patch(old, new)
+        if diff is None:
+            return None
+        body = {"metadata": {"resourceVersion": resource_version}, "status": diff}
+        return await self._client.patch(res, name, body, namespace=namespace, subresource="status")

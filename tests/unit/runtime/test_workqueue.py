@@ -1,0 +1,303 @@
+"""WorkQueue: one test per client-go invariant (``util/workqueue/queue_test.go``), fake clock."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from lattice.clock import FakeClock
+from lattice.runtime.workqueue import QueueShutDown, WorkQueue
+from tests.support.aio import settle, take
+from tests.support.queue_metrics import RecordingQueueMetrics
+
+
+@pytest.fixture
+def queue(clock: FakeClock) -> WorkQueue[str]:
+    return WorkQueue[str](clock, name="test")
+
+
+async def test_stingy_a_key_is_never_processed_by_two_workers_at_once(
+    queue: WorkQueue[str],
+) -> None:
+    """A key re-added while a worker holds it is not handed to a second worker until done."""
+    queue.add("a")
+    held = await take(queue.get())
+    queue.add("a")
+    second = asyncio.create_task(queue.get())
+    await settle()
+    assert not second.done(), "a second worker got a key that is still being processed"
+    queue.done(held)
+    assert await take(second) == "a"
+    queue.done("a")
+    queue.shutdown()
+
+
+async def test_stingy_under_concurrent_workers_and_re_adds(clock: FakeClock) -> None:
+    """With many workers and keys re-added at random, no key is ever held twice at once,
+    and every key added after its last processing started is processed again."""
+    rng = random.Random(7)
+    queue = WorkQueue[int](clock)
+    keys = list(range(8))
+    active: set[int] = set()
+    overlaps: list[int] = []
+    last_add: dict[int, int] = {}
+    last_start: dict[int, int] = {}
+    tick = 0
+
+    async def worker() -> None:
+        nonlocal tick
+        while True:
+            try:
+                key = await queue.get()
+            except QueueShutDown:
+                return
+            if key in active:
+                overlaps.append(key)
+            active.add(key)
+            tick += 1
+            last_start[key] = tick
+            for _ in range(rng.randint(0, 3)):
+                await asyncio.sleep(0)
+            active.discard(key)
+            queue.done(key)
+
+    workers = [asyncio.create_task(worker()) for _ in range(4)]
+    for _ in range(500):
+        key = rng.choice(keys)
+        tick += 1
+        last_add[key] = tick
+        queue.add(key)
+        if rng.random() < 0.5:
+            await asyncio.sleep(0)
+    await queue.shutdown_with_drain()
+    await asyncio.gather(*workers)
+    assert overlaps == []
+    assert queue.len() == 0
+    assert all(last_start[k] > last_add[k] for k in last_add), "an add was lost"
+
+
+async def test_duplicates_collapse_into_one_get(queue: WorkQueue[str]) -> None:
+    """Adding a key twice before it is taken yields exactly one get."""
+    queue.add("a")
+    queue.add("a")
+    assert queue.len() == 1
+    assert await take(queue.get()) == "a"
+    queue.done("a")
+    nothing = asyncio.create_task(queue.get())
+    await settle()
+    assert not nothing.done(), "a collapsed duplicate was handed out again"
+    nothing.cancel()
+
+
+async def test_add_while_processing_requeues_exactly_once_on_done(queue: WorkQueue[str]) -> None:
+    """Adds during processing only mark the key dirty; done re-queues it once, not per add."""
+    queue.add("a")
+    key = await take(queue.get())
+    queue.add("a")
+    queue.add("a")
+    assert queue.len() == 0, "a key being processed must not be queued"
+    queue.done(key)
+    assert queue.len() == 1
+    assert await take(queue.get()) == "a"
+    queue.done("a")
+    assert queue.len() == 0
+
+
+async def test_fifo_order_of_distinct_keys(queue: WorkQueue[str]) -> None:
+    """Distinct keys come out in the order they were first added; a duplicate keeps its place."""
+    for key in ("c", "a", "b", "a", "d"):
+        queue.add(key)
+    got = [await take(queue.get()) for _ in range(4)]
+    assert got == ["c", "a", "b", "d"]
+
+
+async def test_get_blocks_until_a_key_is_added(queue: WorkQueue[str]) -> None:
+    """get() on an empty queue waits, and returns as soon as a key arrives."""
+    getter = asyncio.create_task(queue.get())
+    await settle()
+    assert not getter.done()
+    queue.add("a")
+    assert await take(getter) == "a"
+
+
+async def test_get_blocks_until_shutdown_then_signals_it(queue: WorkQueue[str]) -> None:
+    """Every waiting get() raises QueueShutDown when the queue shuts down."""
+    getters = [asyncio.create_task(queue.get()) for _ in range(3)]
+    await settle()
+    assert not any(g.done() for g in getters)
+    queue.shutdown()
+    await settle()
+    for getter in getters:
+        with pytest.raises(QueueShutDown):
+            getter.result()
+    assert queue.shutting_down
+
+
+async def test_adds_after_shutdown_are_ignored(queue: WorkQueue[str]) -> None:
+    """After shutdown, add() is a no-op and get() signals shutdown immediately."""
+    queue.shutdown()
+    queue.add("late")
+    assert queue.len() == 0
+    with pytest.raises(QueueShutDown):
+        await take(queue.get())
+
+
+async def test_queued_keys_are_handed_out_before_the_shutdown_signal(
+    queue: WorkQueue[str],
+) -> None:
+    """Keys queued before shutdown are still handed out; the signal comes once none is left."""
+    queue.add("a")
+    queue.add("b")
+    queue.shutdown()
+    assert await take(queue.get()) == "a"
+    assert await take(queue.get()) == "b"
+    with pytest.raises(QueueShutDown):
+        await take(queue.get())
+
+
+async def test_shutdown_with_drain_waits_until_every_processing_key_is_done(
+    queue: WorkQueue[str],
+) -> None:
+    """shutdown_with_drain returns only after done() for every key being processed, and hands
+    out no new work meanwhile (client-go TestQueueDrainageUsingShutDownWithDrain)."""
+    queue.add("a")
+    queue.add("b")
+    first = await take(queue.get())
+    second = await take(queue.get())
+    drain = asyncio.create_task(queue.shutdown_with_drain())
+    await settle()
+    assert not drain.done()
+    queue.add("new")
+    with pytest.raises(QueueShutDown):
+        await take(queue.get())
+    queue.done(first)
+    await settle()
+    assert not drain.done(), "drain returned while a key was still being processed"
+    queue.done(second)
+    await take(drain, what="drain to finish")
+
+
+async def test_shutdown_with_drain_hands_out_a_dirty_key_once_more(queue: WorkQueue[str]) -> None:
+    """A key added while processing, before the drain began, gets its one extra pass
+    (client-go TestQueueDrainageUsingShutDownWithDrainWithDirtyItem)."""
+    queue.add("a")
+    held = await take(queue.get())
+    queue.add("a")
+    drain = asyncio.create_task(queue.shutdown_with_drain())
+    await settle()
+    with pytest.raises(QueueShutDown):
+        await take(queue.get())
+    queue.done(held)
+    again = await take(queue.get())
+    assert again == "a"
+    queue.done(again)
+    with pytest.raises(QueueShutDown):
+        await take(queue.get())
+    await take(drain, what="drain to finish")
+
+
+async def test_shutdown_stops_a_pending_drain(queue: WorkQueue[str]) -> None:
+    """shutdown() after shutdown_with_drain() makes the drain return without done()
+    (client-go TestForceQueueShutdownUsingShutDown)."""
+    queue.add("a")
+    await take(queue.get())
+    drain = asyncio.create_task(queue.shutdown_with_drain())
+    await settle()
+    assert not drain.done()
+    queue.shutdown()
+    await take(drain, what="drain to give up")
+
+
+async def test_done_for_a_key_not_being_processed_raises(queue: WorkQueue[str]) -> None:
+    """done() without a matching get() is a caller bug and must not re-queue anything."""
+    queue.add("a")
+    with pytest.raises(ValueError, match="not being processed"):
+        queue.done("a")
+    assert queue.len() == 1
+
+
+async def test_cancelled_get_passes_its_wake_up_on(queue: WorkQueue[str]) -> None:
+    """A getter cancelled after being woken does not swallow the key: another getter gets it."""
+    first = asyncio.create_task(queue.get())
+    second = asyncio.create_task(queue.get())
+    await settle()
+    queue.add("a")  # wakes `first`
+    first.cancel()  # ...which is cancelled before it runs
+    await settle()
+    assert first.cancelled()
+    assert await take(second) == "a"
+
+
+async def test_len_counts_queued_keys_not_processing_ones(queue: WorkQueue[str]) -> None:
+    """len() is the number of queued keys; a key handed out no longer counts."""
+    queue.add("a")
+    queue.add("b")
+    assert queue.len() == 2
+    await take(queue.get())
+    assert queue.len() == 1
+
+
+async def test_metrics_report_adds_depth_and_latencies(clock: FakeClock) -> None:
+    """adds count accepted adds only; depth is the dirty count; queue latency runs add→get and
+    work duration get→done, on the injected clock."""
+    metrics = RecordingQueueMetrics()
+    queue = WorkQueue[str](clock, metrics=metrics, unfinished_work_period=100.0)
+    queue.add("a")
+    queue.add("a")  # collapsed: not an add
+    queue.add("b")
+    assert metrics.adds == 2
+    assert metrics.depths == [1, 2]
+    await clock.advance(3)
+    key = await take(queue.get())
+    assert metrics.latencies == [3.0]
+    assert metrics.depths[-1] == 1
+    await clock.advance(2)
+    queue.done(key)
+    assert metrics.work == [2.0]
+    queue.shutdown()
+
+
+async def test_metrics_report_unfinished_work_periodically(clock: FakeClock) -> None:
+    """Every period, the queue reports the summed and the longest age of keys in flight."""
+    metrics = RecordingQueueMetrics()
+    queue = WorkQueue[str](clock, metrics=metrics, unfinished_work_period=0.5)
+    queue.add("a")
+    await take(queue.get())
+    await clock.advance(1.0)
+    queue.add("b")
+    await take(queue.get())
+    await clock.advance(0.5)
+    assert metrics.unfinished_calls[-1] == (1.5 + 0.5, 1.5)
+    queue.done("a")
+    queue.done("b")
+    await clock.advance(0.5)
+    assert metrics.unfinished_calls[-1] == (0.0, 0.0)
+    queue.shutdown()
+    await settle()
+    assert clock.sleepers == 0, "the reporting task outlived shutdown"
+
+
+async def test_a_raising_metrics_hook_leaves_the_queue_consistent(clock: FakeClock) -> None:
+    """Hooks run after the state change: if one raises, the key is still queued, not stuck
+    in dirty forever."""
+
+    class Exploding(RecordingQueueMetrics):
+        def add(self) -> None:
+            raise RuntimeError("metrics backend down")
+
+    queue = WorkQueue[str](clock, metrics=Exploding(), unfinished_work_period=100.0)
+    with pytest.raises(RuntimeError):
+        queue.add("a")
+    assert await take(queue.get()) == "a"
+    queue.shutdown()
+
+
+async def test_without_metrics_no_background_task_runs(
+    clock: FakeClock, queue: WorkQueue[str]
+) -> None:
+    """The default (no-op) metrics start no reporting task, so nothing sleeps on the clock."""
+    queue.add("a")
+    await take(queue.get())
+    assert clock.sleepers == 0
