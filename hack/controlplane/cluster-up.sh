@@ -2,7 +2,9 @@
 # Starts the local control plane on loopback only:
 #   etcd, kube-apiserver (RBAC on), kube-controller-manager (garbage collector, namespace, job,
 #   serviceaccount, deployment/replicaset, ttl-after-finished controllers), kube-scheduler, and a
-#   kwok controller that manages every node annotated kwok.x-k8s.io/node=fake.
+#   kwok controller that manages every node annotated kwok.x-k8s.io/node=fake. The node-lifecycle
+#   controller is not run (kwok nodes send no heartbeats), so the TaintNodesByCondition admission
+#   plugin is off: nothing would ever remove its not-ready taint.
 # Writes $LATTICE_CLUSTER_DIR/kubeconfig (default: <repo>/.cluster/kubeconfig), waits for /readyz,
 # then creates the fake nodes (LATTICE_NODES_ARGS, passed to nodes.py; default 8 nodes x 8 GPUs).
 # Idempotent: if the apiserver recorded in the cluster dir is alive and ready, it only reports.
@@ -82,6 +84,7 @@ kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$P/sa.pub" \
   --service-account-signing-key-file="$P/sa.key" --service-cluster-ip-range=10.96.0.0/16 \
   --authorization-mode=Node,RBAC --allow-privileged=true \
+  --disable-admission-plugins=TaintNodesByCondition \
   --endpoint-reconciler-type=none --enable-priority-and-fairness=false --profiling=false \
   --max-requests-inflight=1000 --max-mutating-requests-inflight=500 \
   >"$RUN/log/kube-apiserver.log" 2>&1 &
