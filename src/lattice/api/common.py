@@ -1,0 +1,257 @@
+"""Types shared by the Kubeflow-style kinds: run policy, replicas, job and scheduling status.
+
+Contract: these models mirror ``kubeflow.org/v1`` ``common_types.go`` (training-operator v1.7) and
+mpi-operator ``v2beta1`` field for field, plus ``SchedulingStatus``, the block Lattice's scheduler
+owns. ``TrainingJob`` carries the ``SchedulingStatus`` fields at the top of its status (seed
+compatibility); MPIJob, MXJob and TrainJob carry the same model at ``status.lattice``.
+
+Defaults that depend on the replica type (MPIJob Launcher vs Worker) cannot live in the schema;
+the owning kind applies them in a model validator (operator-side defaulting).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import ConfigDict, Field
+from pydantic.config import JsonValue
+
+from lattice.api.base import IntOrString, K8sModel, Object, PodTemplate, Time
+from lattice.api.constants import MANAGED_BY_MULTIKUEUE
+from lattice.api.schema import cel_rule
+
+__all__ = [
+    "CONTAINERS_MESSAGE",
+    "CleanPodPolicy",
+    "ConditionStatus",
+    "JobCondition",
+    "JobConditionType",
+    "JobStatus",
+    "KubeflowJobStatus",
+    "ReplicaSpec",
+    "ReplicaStatus",
+    "RestartPolicy",
+    "RunPolicy",
+    "SchedulingPolicy",
+    "SchedulingStatus",
+    "Stage",
+    "managed_by_rules",
+]
+
+MAX_REPLICAS = 100_000
+"""Upper bound on any replica count: far above any real job, low enough to keep CEL cheap."""
+
+CONTAINERS_MESSAGE = "template.spec.containers must contain at least one container"
+
+
+class CleanPodPolicy(StrEnum):
+    """Which pods to delete when the job finishes."""
+
+    ALL = "All"
+    RUNNING = "Running"
+    NONE = "None"
+
+
+class RestartPolicy(StrEnum):
+    """How failed replicas are restarted. ExitCode: 1-127 are permanent, 128-255 retryable."""
+
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+    EXIT_CODE = "ExitCode"
+
+
+class ConditionStatus(StrEnum):
+    """Status of a condition."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class JobConditionType(StrEnum):
+    """The six Kubeflow job condition types (the field itself is a free string)."""
+
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    SUSPENDED = "Suspended"
+    FAILED = "Failed"
+
+
+class Stage(StrEnum):
+    """Where the Lattice scheduler has put the job."""
+
+    INIT = ""
+    WAITING = "Waiting"
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    REQUEUE_COOLDOWN = "RequeueCooldown"
+    WRONG = "Wrong"
+    CANCELLED = "Cancelled"
+
+
+def managed_by_rules(controller: str) -> list[JsonValue]:
+    """CEL rules for ``runPolicy.managedBy``: one of two controllers, and immutable."""
+    allowed = [controller, MANAGED_BY_MULTIKUEUE]
+    return [
+        cel_rule(
+            "!has(self.managedBy) || self.managedBy in " + str(allowed),
+            f"spec.runPolicy.managedBy must be {controller} or {MANAGED_BY_MULTIKUEUE}",
+            field_path=".managedBy",
+        ),
+        cel_rule(
+            "(has(self.managedBy) ? self.managedBy : '') == "
+            "(has(oldSelf.managedBy) ? oldSelf.managedBy : '')",
+            "spec.runPolicy.managedBy is immutable",
+            field_path=".managedBy",
+        ),
+    ]
+
+
+class SchedulingPolicy(K8sModel):
+    """Gang-scheduling knobs passed to a PodGroup (volcano or scheduler-plugins)."""
+
+    min_available: int | None = Field(None, ge=0)
+    """Minimal number of members to run the PodGroup; defaults to the number of pods."""
+    queue: str | None = None
+    """Volcano queue of the PodGroup."""
+    min_resources: dict[str, IntOrString] | None = None
+    """Minimal resources of the members (scheduler-plugins)."""
+    priority_class: str | None = None
+    """PriorityClass of the PodGroup (volcano)."""
+    schedule_timeout_seconds: int | None = Field(None, ge=0)
+    """How long members may wait before the PodGroup runs (scheduler-plugins)."""
+
+
+class RunPolicy(K8sModel):
+    """Runtime policies of a distributed job: clean-up, TTL, deadline, retries, gang, suspend."""
+
+    clean_pod_policy: CleanPodPolicy = CleanPodPolicy.NONE
+    """Which pods to delete when the job completes. Defaults to None."""
+    ttl_seconds_after_finished: int | None = Field(None, ge=0)
+    """Delete the job this many seconds after it finished. Unset means never."""
+    active_deadline_seconds: int | None = Field(None, ge=0)
+    """Seconds, relative to startTime, the job may be active before it is terminated."""
+    backoff_limit: int | None = Field(None, ge=0)
+    """Number of retries before the job is marked Failed."""
+    scheduling_policy: SchedulingPolicy | None = None
+    """Gang-scheduling policy."""
+    suspend: bool = False
+    """Whether the controller should delete the pods and keep the job suspended."""
+
+
+class ReplicaSpec(K8sModel):
+    """One replica type: how many pods, from which template, restarted how."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "has(self.template) && has(self.template.spec) && "
+                    "has(self.template.spec.containers) && size(self.template.spec.containers) > 0",
+                    CONTAINERS_MESSAGE,
+                    field_path=".template.spec.containers",
+                ),
+            ]
+        }
+    )
+
+    replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS)
+    """Desired number of replicas of this type."""
+    template: PodTemplate = Field(default_factory=dict)
+    """Pod template of the replicas; its restartPolicy is overridden by restartPolicy below."""
+    restart_policy: RestartPolicy | None = None
+    """Restart policy for all replicas of this type."""
+
+
+class ReplicaStatus(K8sModel):
+    """Observed pods of one replica type."""
+
+    active: int | None = None
+    """Number of running pods."""
+    succeeded: int | None = None
+    """Number of pods that reached phase Succeeded."""
+    failed: int | None = None
+    """Number of pods that reached phase Failed."""
+    label_selector: Object | None = None
+    """Deprecated: use selector."""
+    selector: str | None = None
+    """Label selector of the pods, in string form."""
+
+
+class JobCondition(K8sModel):
+    """One observed condition of a Kubeflow job."""
+
+    type: str
+    """Condition type: Created, Running, Restarting, Succeeded, Suspended or Failed."""
+    status: ConditionStatus
+    """True, False or Unknown."""
+    reason: str | None = None
+    """Machine-readable reason of the last transition, e.g. MPIJobRunning."""
+    message: str | None = None
+    """Human-readable details of the last transition."""
+    last_update_time: Time | None = None
+    """Last time the condition was updated."""
+    last_transition_time: Time | None = None
+    """Last time the condition's status changed."""
+
+
+class JobStatus(K8sModel):
+    """The Kubeflow ``JobStatus``: conditions, per-type replica counts and timestamps."""
+
+    conditions: list[JobCondition] = Field(
+        default_factory=list,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
+    )
+    """Current conditions, the most recently changed last."""
+    replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
+    """Observed pods per replica type."""
+    start_time: Time | None = None
+    """When the job was acknowledged by the controller."""
+    completion_time: Time | None = None
+    """When the job completed."""
+    last_reconcile_time: Time | None = None
+    """When the job was last reconciled."""
+
+
+class SchedulingStatus(K8sModel):
+    """What the Lattice scheduler decided for the job, and when."""
+
+    stage: Stage | None = None
+    """Scheduler stage: "" (new), Waiting, Running, Completed, RequeueCooldown, Wrong, Cancelled."""
+    current_size: int | None = Field(None, ge=0)
+    """Number of workers (nodes) the scheduler granted; 0 while waiting."""
+    submit_time: Time | None = None
+    """When the scheduler first saw the job."""
+    queued_time: Time | None = None
+    """When the job entered the queue (FIFO key within a priority); reset on requeue."""
+    requeue_time: Time | None = None
+    """Deadline for pending pods; past it the job goes to RequeueCooldown. Unset when all run."""
+    cooldown_time: Time | None = None
+    """Until when a requeued job stays in RequeueCooldown."""
+    queue_position: int | None = Field(None, ge=0)
+    """0-based position in the waiting queue; unset when not waiting."""
+    requeue_count: int | None = Field(None, ge=0)
+    """How many times the job was requeued after its pods stayed pending."""
+    attained_service: float | None = Field(None, ge=0)
+    """Service received so far, in unit-seconds (scheduling units x seconds running)."""
+    last_resize_time: Time | None = None
+    """When currentSize last changed."""
+    last_decision: str | None = None
+    """Reason of the scheduler's last decision about this job."""
+    reason: str | None = None
+    """Machine-readable reason the job is Wrong or Waiting."""
+    message: str | None = None
+    """Human-readable explanation of reason."""
+
+
+class KubeflowJobStatus(JobStatus):
+    """Status of MPIJob and MXJob: the Kubeflow JobStatus plus the Lattice scheduling block."""
+
+    lattice: SchedulingStatus | None = None
+    """Lattice scheduler state of this job."""

@@ -1,0 +1,335 @@
+"""CustomResourceDefinitions generated from the models, and the ``lattice crds`` entry point.
+
+Contract: ``DESCRIPTORS`` holds one ``CRDDescriptor`` per kind (names, scope, printer columns,
+models, root-level rules). ``render_crds()`` maps a file name such as
+``breezeml.ai_trainingjobs.yaml`` to deterministic YAML; ``render_manifests()`` adds
+``kustomization.yaml``; ``write_crds(dir)`` writes them. ``main(argv)`` writes into
+``deploy/crds`` (or ``--output-dir``); with ``--check`` it writes nothing and exits 1, listing
+every missing, stale or unexpected file. Rendering raises if a generated schema is not
+structural. Pure apart from ``write_crds``/``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+from pydantic.config import JsonDict
+
+from lattice.api.common import KubeflowJobStatus
+from lattice.api.constants import (
+    CATEGORY,
+    CLUSTER_TRAINING_RUNTIME,
+    MPIJOB,
+    MXJOB,
+    TRAINING_RUNTIME,
+    TRAININGJOB,
+    TRAINJOB,
+    Resource,
+)
+from lattice.api.mpijob import MPIJob, MPIJobSpec, mpijob_root_rules
+from lattice.api.mxjob import MXJob, MXJobSpec, mxjob_root_rules
+from lattice.api.runtime import ClusterTrainingRuntime, TrainingRuntime, TrainingRuntimeSpec
+from lattice.api.schema import canonical, structural_schema, structural_violations
+from lattice.api.trainingjob import TrainingJob, TrainingJobSpec, TrainingJobStatus
+from lattice.api.trainjob import TrainJob, TrainJobSpec, TrainJobStatus, trainjob_root_rules
+
+__all__ = [
+    "DEFAULT_OUTPUT_DIR",
+    "DESCRIPTORS",
+    "CRDDescriptor",
+    "PrinterColumn",
+    "crd_manifest",
+    "main",
+    "render_crds",
+    "render_manifests",
+    "stale_files",
+    "write_crds",
+]
+
+DEFAULT_OUTPUT_DIR = Path("deploy/crds")
+KUSTOMIZATION = "kustomization.yaml"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PrinterColumn:
+    """One ``additionalPrinterColumns`` entry; priority 1 shows only with ``-o wide``."""
+
+    name: str
+    type: str
+    json_path: str
+    priority: int = 0
+    description: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": self.name, "type": self.type, "jsonPath": self.json_path}
+        if self.description:
+            entry["description"] = self.description
+        if self.priority:
+            entry["priority"] = self.priority
+        return entry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CRDDescriptor:
+    """Everything needed to render one CRD."""
+
+    resource: Resource
+    singular: str
+    kind_model: type[BaseModel]
+    spec_model: type[BaseModel]
+    status_model: type[BaseModel] | None
+    short_names: tuple[str, ...] = ()
+    printer_columns: tuple[PrinterColumn, ...] = ()
+    root_rules: tuple[JsonDict, ...] = ()
+    categories: tuple[str, ...] = field(default=(CATEGORY,))
+
+    @property
+    def file_name(self) -> str:
+        """``<group>_<plural>.yaml``, the controller-gen naming."""
+        return f"{self.resource.group}_{self.resource.plural}.yaml"
+
+
+_AGE = PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp")
+_KUBEFLOW_COLUMNS = (
+    PrinterColumn(name="State", type="string", json_path=".status.conditions[-1:].type"),
+    PrinterColumn(
+        name="Stage",
+        type="string",
+        json_path=".status.lattice.stage",
+        description="Lattice scheduler stage",
+    ),
+    _AGE,
+)
+
+DESCRIPTORS: tuple[CRDDescriptor, ...] = (
+    CRDDescriptor(
+        resource=TRAININGJOB,
+        singular="trainingjob",
+        kind_model=TrainingJob,
+        spec_model=TrainingJobSpec,
+        status_model=TrainingJobStatus,
+        short_names=("tj",),
+        printer_columns=(
+            PrinterColumn(name="Stage", type="string", json_path=".status.stage"),
+            PrinterColumn(name="Size", type="integer", json_path=".status.currentSize"),
+            PrinterColumn(name="Min", type="integer", json_path=".spec.minSize"),
+            PrinterColumn(name="Max", type="integer", json_path=".spec.maxSize"),
+            PrinterColumn(name="Priority", type="integer", json_path=".spec.priority"),
+            PrinterColumn(
+                name="Position", type="integer", json_path=".status.queuePosition", priority=1
+            ),
+            _AGE,
+        ),
+    ),
+    CRDDescriptor(
+        resource=MPIJOB,
+        singular="mpijob",
+        kind_model=MPIJob,
+        spec_model=MPIJobSpec,
+        status_model=KubeflowJobStatus,
+        short_names=("mpij",),
+        printer_columns=_KUBEFLOW_COLUMNS,
+        root_rules=tuple(mpijob_root_rules()),
+    ),
+    CRDDescriptor(
+        resource=MXJOB,
+        singular="mxjob",
+        kind_model=MXJob,
+        spec_model=MXJobSpec,
+        status_model=KubeflowJobStatus,
+        short_names=("mxj",),
+        printer_columns=_KUBEFLOW_COLUMNS,
+        root_rules=tuple(mxjob_root_rules()),
+    ),
+    CRDDescriptor(
+        resource=TRAINJOB,
+        singular="trainjob",
+        kind_model=TrainJob,
+        spec_model=TrainJobSpec,
+        status_model=TrainJobStatus,
+        short_names=("tjob",),
+        printer_columns=_KUBEFLOW_COLUMNS,
+        root_rules=tuple(trainjob_root_rules()),
+    ),
+    CRDDescriptor(
+        resource=TRAINING_RUNTIME,
+        singular="trainingruntime",
+        kind_model=TrainingRuntime,
+        spec_model=TrainingRuntimeSpec,
+        status_model=None,
+    ),
+    CRDDescriptor(
+        resource=CLUSTER_TRAINING_RUNTIME,
+        singular="clustertrainingruntime",
+        kind_model=ClusterTrainingRuntime,
+        spec_model=TrainingRuntimeSpec,
+        status_model=None,
+    ),
+)
+
+
+def _root_schema(descriptor: CRDDescriptor) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"type": "object"}
+    if descriptor.root_rules:
+        # Declaring name (and generateName) lets root rules point fieldPath at metadata.name;
+        # the apiserver allows exactly these two properties under metadata.
+        metadata["properties"] = {"name": {"type": "string"}, "generateName": {"type": "string"}}
+    properties: dict[str, Any] = {
+        "apiVersion": {
+            "type": "string",
+            "description": "APIVersion defines the versioned schema of this representation of an "
+            "object.",
+        },
+        "kind": {
+            "type": "string",
+            "description": "Kind is a string value representing the REST resource this object "
+            "represents.",
+        },
+        "metadata": metadata,
+        "spec": structural_schema(descriptor.spec_model),
+    }
+    if descriptor.status_model is not None:
+        properties["status"] = structural_schema(descriptor.status_model)
+    root: dict[str, Any] = {
+        "type": "object",
+        "description": (descriptor.kind_model.__doc__ or descriptor.resource.kind).strip(),
+        "required": ["spec"],
+        "properties": properties,
+    }
+    if descriptor.root_rules:
+        root["x-kubernetes-validations"] = [dict(rule) for rule in descriptor.root_rules]
+    problems = structural_violations(root)
+    if problems:
+        raise ValueError(f"{descriptor.resource.kind}: schema is not structural: {problems}")
+    result: dict[str, Any] = canonical(root)
+    return result
+
+
+def crd_manifest(descriptor: CRDDescriptor) -> dict[str, Any]:
+    """The ``apiextensions.k8s.io/v1`` CustomResourceDefinition of one kind, as a dict."""
+    resource = descriptor.resource
+    names: dict[str, Any] = {
+        "kind": resource.kind,
+        "listKind": f"{resource.kind}List",
+        "plural": resource.plural,
+        "singular": descriptor.singular,
+    }
+    if descriptor.short_names:
+        names["shortNames"] = list(descriptor.short_names)
+    if descriptor.categories:
+        names["categories"] = list(descriptor.categories)
+    version: dict[str, Any] = {"name": resource.version, "served": True, "storage": True}
+    if descriptor.printer_columns:
+        version["additionalPrinterColumns"] = [c.to_dict() for c in descriptor.printer_columns]
+    version["schema"] = {"openAPIV3Schema": _root_schema(descriptor)}
+    if descriptor.status_model is not None:
+        version["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": resource.crd_name,
+            "labels": {"app.kubernetes.io/part-of": "lattice"},
+        },
+        "spec": {
+            "group": resource.group,
+            "names": names,
+            "scope": "Namespaced" if resource.namespaced else "Cluster",
+            "versions": [version],
+        },
+    }
+
+
+_HEADER = "# Generated by `lattice crds` from src/lattice/api; do not edit.\n"
+
+
+def _dump(document: dict[str, Any]) -> str:
+    body = yaml.safe_dump(
+        document, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100
+    )
+    return _HEADER + "---\n" + body
+
+
+def render_crds() -> dict[str, str]:
+    """File name -> YAML text of every CRD, in a stable order and byte-for-byte deterministic."""
+    return {d.file_name: _dump(crd_manifest(d)) for d in DESCRIPTORS}
+
+
+def render_manifests() -> dict[str, str]:
+    """``render_crds()`` plus the ``kustomization.yaml`` listing them."""
+    files = render_crds()
+    kustomization = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": list(files),
+    }
+    return {**files, KUSTOMIZATION: _dump(kustomization)}
+
+
+def write_crds(directory: Path | str) -> list[Path]:
+    """Write every manifest into ``directory`` (created if needed); returns the paths written."""
+    target = Path(directory)
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in render_manifests().items():
+        path = target / name
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def stale_files(directory: Path | str) -> list[str]:
+    """Names of files in ``directory`` that are missing, differ from, or are not generated."""
+    target = Path(directory)
+    expected = render_manifests()
+    stale = [
+        name
+        for name, text in expected.items()
+        if not (target / name).is_file() or (target / name).read_text(encoding="utf-8") != text
+    ]
+    if target.is_dir():
+        stale.extend(sorted(p.name for p in target.glob("*.yaml") if p.name not in expected))
+    return stale
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``lattice crds [--output-dir/--output DIR] [--check]``; returns the process exit code."""
+    parser = argparse.ArgumentParser(
+        prog="lattice crds", description="Generate the Lattice CRDs from the API models."
+    )
+    parser.add_argument(
+        "--output-dir",
+        "--output",
+        dest="output_dir",
+        type=Path,
+        default=DEFAULT_OUTPUT_DIR,
+        help=f"directory to write to (default: {DEFAULT_OUTPUT_DIR})",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if any file is missing, stale or unexpected",
+    )
+    args = parser.parse_args(argv)
+    if args.check:
+        stale = stale_files(args.output_dir)
+        for name in stale:
+            print(f"stale: {args.output_dir / name}", file=sys.stderr)
+        if stale:
+            print("run `lattice crds` to regenerate", file=sys.stderr)
+            return 1
+        return 0
+    for path in write_crds(args.output_dir):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""TrainingJob ``breezeml.ai/v1``: the Lattice elastic training job.
+
+Contract: the spec is the Lattice operator's (seed 001): a single ``replicaSpecs`` (the operator
+names the type ``Worker`` and sets ``replicas`` to ``status.currentSize``), an elastic range
+``[minSize, maxSize]``, an integer ``priority`` and ``injectLattice``/``framework``.
+
+Schema defaults (applied by the apiserver, mirrored by the models): ``minSize`` 1, ``maxSize`` 1,
+``priority`` 0, ``injectLattice`` false, ``framework`` pytorch, ``runPolicy.cleanPodPolicy`` All,
+``replicaSpecs.replicas`` 1, ``replicaSpecs.restartPolicy`` Never.
+Operator-side rules (not expressible in the schema): the first container must be named
+``trainingjob``; ``restartPolicy`` is forced to Never when ``injectLattice`` is set; an invalid job
+goes to stage ``Wrong``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from lattice.api.base import K8sModel, ObjectMeta, Time
+from lattice.api.common import (
+    CleanPodPolicy,
+    JobStatus,
+    ReplicaSpec,
+    RestartPolicy,
+    RunPolicy,
+    SchedulingStatus,
+)
+from lattice.api.schema import cel_rule
+
+__all__ = [
+    "MAX_PRIORITY",
+    "MIN_PRIORITY",
+    "TrainingJob",
+    "TrainingJobFramework",
+    "TrainingJobReplicaSpec",
+    "TrainingJobRunPolicy",
+    "TrainingJobSpec",
+    "TrainingJobStatus",
+]
+
+MIN_PRIORITY = -1_000_000
+MAX_PRIORITY = 1_000_000_000
+"""Same ceiling as user-defined PriorityClass values."""
+MAX_SIZE = 100_000
+
+
+class TrainingJobFramework(StrEnum):
+    """Framework the Lattice agent adapts to (sent as LATTICE_FRAMEWORK)."""
+
+    PYTORCH = "pytorch"
+    GENERIC = "generic"
+
+
+class TrainingJobRunPolicy(RunPolicy):
+    """Run policy of a TrainingJob; unlike Kubeflow kinds, finished pods are all cleaned up."""
+
+    clean_pod_policy: CleanPodPolicy = CleanPodPolicy.ALL
+    """Which pods to delete when the job completes. Defaults to All."""
+
+
+class TrainingJobReplicaSpec(ReplicaSpec):
+    """The worker template; the operator owns the replica count (status.currentSize)."""
+
+    replicas: int | None = Field(1, ge=0, le=MAX_SIZE)
+    """Ignored on input: the operator sets it to status.currentSize."""
+    restart_policy: RestartPolicy | None = RestartPolicy.NEVER
+    """Restart policy of the workers. Defaults to Never (forced to Never with injectLattice)."""
+
+
+class TrainingJobSpec(K8sModel):
+    """Desired state of a TrainingJob."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "!has(self.minSize) || !has(self.maxSize) || self.minSize <= self.maxSize",
+                    "spec.minSize must be less than or equal to spec.maxSize",
+                    field_path=".minSize",
+                ),
+            ]
+        }
+    )
+
+    run_policy: TrainingJobRunPolicy = Field(
+        default_factory=TrainingJobRunPolicy, json_schema_extra={"default": {}}
+    )
+    """Runtime policies: clean-up, TTL, deadline, retries."""
+    replica_specs: TrainingJobReplicaSpec
+    """Pod template of the workers. The number of workers is decided by the scheduler."""
+    min_size: int = Field(1, ge=1, le=MAX_SIZE)
+    """Fewest workers the job can run with. Defaults to 1."""
+    max_size: int = Field(1, ge=1, le=MAX_SIZE)
+    """Most workers the job can use. Defaults to 1."""
+    inject_lattice: bool = False
+    """Wrap the command with the Lattice agent and addons (needs python and an explicit command)."""
+    framework: TrainingJobFramework = TrainingJobFramework.PYTORCH
+    """Framework of the job, passed to the agent. Defaults to pytorch."""
+    priority: int = Field(0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
+    """Higher runs first and may shrink running jobs of lower or equal priority. Defaults to 0."""
+
+
+class TrainingJobStatus(SchedulingStatus):
+    """Observed state: the scheduler's fields at top level plus the Kubeflow execution status."""
+
+    exec_status: JobStatus | None = None
+    """Kubeflow job status of the pods the operator runs for the granted size."""
+    last_exec_time: Time | None = None
+    """When the job last started running."""
+    completion_time: Time | None = None
+    """When the job completed."""
+
+
+class TrainingJob(K8sModel):
+    """A distributed training job whose size the Lattice scheduler picks in [minSize, maxSize]."""
+
+    api_version: Literal["breezeml.ai/v1"] = "breezeml.ai/v1"
+    kind: Literal["TrainingJob"] = "TrainingJob"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: TrainingJobSpec
+    status: TrainingJobStatus | None = None

@@ -1,0 +1,1 @@
+"""Unit tests of the API models, the structural-schema converter and CRD generation."""
