@@ -21,6 +21,7 @@ import pytest
 from tests.support.cluster import CONTROLPLANE, REPO, Cluster
 
 _ran_integration = 0
+_cluster_up_line = ""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,6 +53,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         print("\nLATTICE_REQUIRE_INTEGRATION=1 but no integration or e2e test passed")
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _cluster_up_line:
+        terminalreporter.write_line(f"cluster-up: {_cluster_up_line}")
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     """The local control plane, started once per test run."""
@@ -64,6 +70,10 @@ def cluster() -> Iterator[Cluster]:
     env.setdefault("LATTICE_NODES_ARGS", "")  # tests create their own labelled nodes
     proc = subprocess.run(
         [str(CONTROLPLANE / "cluster-up.sh")], env=env, capture_output=True, text=True, check=False
+    )
+    global _cluster_up_line
+    _cluster_up_line = next(
+        (ln for ln in reversed(proc.stderr.splitlines()) if "control plane" in ln), ""
     )
     if proc.returncode != 0:
         pytest.fail(

@@ -25,12 +25,13 @@ def _cmd_version(_: argparse.Namespace) -> int:
 
 
 def _cmd_crds(args: argparse.Namespace) -> int:
-    from lattice.api import crd
+    from lattice.api import crd as crd_module
 
     argv = ["--output", args.output]
     if args.check:
         argv.append("--check")
-    return crd.main(argv)
+    status: int = crd_module.main(argv)
+    return status
 
 
 def _parser() -> argparse.ArgumentParser:
