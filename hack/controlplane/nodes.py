@@ -16,7 +16,9 @@ import json
 import sys
 
 
-def node(*, name: str, gpus: int, cpu: str, memory: str, pods: int, labels: dict[str, str]) -> dict[str, object]:
+def node(
+    *, name: str, gpus: int, cpu: str, memory: str, pods: int, labels: dict[str, str]
+) -> dict[str, object]:
     resources: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": str(pods)}
     if gpus > 0:
         resources["nvidia.com/gpu"] = str(gpus)
@@ -53,7 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     labels = dict(item.split("=", 1) for item in a.label)
     docs = [
-        node(name=f"{a.prefix}-{i}", gpus=a.gpus, cpu=a.cpu, memory=a.memory, pods=a.pods, labels=labels)
+        node(
+            name=f"{a.prefix}-{i}",
+            gpus=a.gpus,
+            cpu=a.cpu,
+            memory=a.memory,
+            pods=a.pods,
+            labels=labels,
+        )
         for i in range(a.count)
     ]
     # JSON is valid YAML; kubectl apply -f - accepts a List.

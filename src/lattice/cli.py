@@ -2,6 +2,7 @@
 
 Subcommands:
 - ``lattice crds``: write (or ``--check``) the CRD YAML generated from the API models.
+- ``lattice run``: the operator process (flags and env in ``lattice.config``).
 - ``lattice version``: print the version.
 
 Each subcommand is a small function; the operator process (``lattice run``) and the trace
@@ -15,6 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from lattice import __version__
+from lattice.config import add_arguments
 
 __all__ = ["main"]
 
@@ -34,9 +36,31 @@ def _cmd_crds(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from pydantic import ValidationError
+
+    from lattice import app
+    from lattice.config import load_settings
+    from lattice.runtime.logs import configure_logging
+
+    try:
+        settings = load_settings(args)
+    except (ValidationError, ValueError) as exc:
+        print(f"lattice run: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(level=settings.log_level, fmt=settings.log_format)
+    return asyncio.run(app.run(settings))
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lattice", description="Lattice training-job operator")
     sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run the operator")
+    add_arguments(r)
+    r.set_defaults(func=_cmd_run)
 
     v = sub.add_parser("version", help="print the version")
     v.set_defaults(func=_cmd_version)

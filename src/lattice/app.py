@@ -1,0 +1,243 @@
+"""The composition root of ``lattice run``.
+
+It wires, in this order:
+1. the kube client (from a kubeconfig or the in-cluster service account), with the client-side
+   QPS/burst limiter and the request metrics;
+2. one shared informer per watched resource: the enabled job kinds, the runtime kinds,
+   PriorityClasses, Nodes (slim), our own Pods (slim, selected by our label), every other bound
+   Pod (only node and requested units), and our Services (selected by our label);
+3. the probes and metrics server, served by every replica; ``/readyz`` turns 200 once every
+   informer has synced;
+4. leader election (optional): only the leader runs controllers and the scheduler;
+5. graceful shutdown on SIGTERM/SIGINT: stop taking work, drain in-flight reconciles within
+   ``shutdown_timeout``, release the lease, exit 0.
+
+Per-kind reconcilers and the scheduler loop register through ``Operator.add_runnable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import structlog
+from prometheus_client import REGISTRY, CollectorRegistry
+
+from lattice.api import constants
+from lattice.clock import Clock, RealClock
+from lattice.config import Settings
+from lattice.kube import KubeClient, Resource
+from lattice.kube.client import connect
+from lattice.kube.resources import NODES, PODS, PRIORITY_CLASSES, SERVICES
+from lattice.runtime.informer import InformerFactory
+from lattice.runtime.leader import LeaderElector
+from lattice.runtime.metrics import Metrics
+from lattice.runtime.projections import (
+    FOREIGN_POD_FIELD_SELECTOR,
+    POD_INDEXES,
+    foreign_pod_usage,
+    keep_raw,
+    node_info,
+    pod_info,
+)
+from lattice.runtime.server import ProbeServer
+
+__all__ = ["JOB_RESOURCES", "MANAGED_LABEL", "Operator", "run"]
+
+log = structlog.get_logger(__name__)
+
+#: Every child object Lattice creates carries this label, so informers can select them.
+MANAGED_LABEL = "lattice.breezeml.ai/managed"
+
+JOB_RESOURCES: dict[str, Resource] = {
+    "TrainingJob": Resource(constants.GROUP_BREEZEML, "v1", "trainingjobs", "TrainingJob"),
+    "MPIJob": Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
+    "MXJob": Resource("kubeflow.org", "v1", "mxjobs", "MXJob"),
+    "TrainJob": Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
+}
+RUNTIME_RESOURCES: tuple[Resource, ...] = (
+    Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"),
+    Resource(
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "clustertrainingruntimes",
+        "ClusterTrainingRuntime",
+        namespaced=False,
+    ),
+)
+
+Runnable = Callable[[], Coroutine[Any, Any, None]]
+
+
+class Operator:
+    """The running process: client, informers, server, and leader-only runnables."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: KubeClient,
+        *,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.clock = clock or RealClock()
+        self.metrics = Metrics(registry if registry is not None else REGISTRY)
+        self.informers = InformerFactory(
+            client, clock=self.clock, metrics=_InformerMetrics(self.metrics)
+        )
+        self.stop = asyncio.Event()
+        self._runnables: list[tuple[str, Runnable]] = []
+        ns = list(settings.namespaces) or None
+        self.jobs = {
+            kind: self.informers.informer(
+                JOB_RESOURCES[kind], transform=keep_raw, transform_name="raw", namespaces=ns
+            )
+            for kind in settings.enabled_kinds
+        }
+        self.runtimes = [
+            self.informers.informer(
+                res,
+                transform=keep_raw,
+                transform_name="raw",
+                namespaces=ns if res.namespaced else None,
+            )
+            for res in RUNTIME_RESOURCES
+        ]
+        self.priority_classes = self.informers.informer(
+            PRIORITY_CLASSES, transform=keep_raw, transform_name="raw"
+        )
+        self.nodes = self.informers.informer(NODES, transform=node_info)
+        self.pods = self.informers.informer(
+            PODS,
+            transform=pod_info,
+            namespaces=ns,
+            label_selector=MANAGED_LABEL,
+            indexes=POD_INDEXES,
+        )
+        self.foreign_pods = self.informers.informer(
+            PODS,
+            transform=foreign_pod_usage,
+            label_selector=f"!{MANAGED_LABEL}",
+            field_selector=FOREIGN_POD_FIELD_SELECTOR,
+        )
+        self.services = self.informers.informer(
+            SERVICES,
+            transform=keep_raw,
+            transform_name="raw",
+            namespaces=ns,
+            label_selector=MANAGED_LABEL,
+        )
+
+    def add_runnable(self, name: str, runnable: Runnable) -> None:
+        """Register work that runs only while this replica leads."""
+        self._runnables.append((name, runnable))
+
+    @property
+    def ready(self) -> bool:
+        return self.informers.has_synced
+
+    async def _lead(self) -> None:
+        log.info("operator.leading", runnables=[n for n, _ in self._runnables])
+        await self.informers.wait_synced()
+        tasks = [asyncio.create_task(r(), name=n) for n, r in self._runnables]
+        stop_wait = asyncio.create_task(self.stop.wait())
+        try:
+            await asyncio.wait({stop_wait, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop_wait.cancel()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, stop_wait, return_exceptions=True)
+
+    async def serve(self) -> int:
+        """Run until ``stop`` is set; returns the process exit code."""
+        s = self.settings
+        server = ProbeServer(
+            registry=self.metrics.registry,
+            ready=lambda: self.ready,
+            clock=self.clock,
+            metrics_addr=s.metrics_addr,
+            probe_addr=s.probe_addr,
+        )
+        await server.start()
+        log.info("operator.serving", addresses=server.bound, kinds=list(s.enabled_kinds))
+        self.informers.start()
+        code = 0
+        try:
+            if s.leader_elect:
+                identity = s.pod_name or f"{socket.gethostname()}_{os.getpid()}"
+                elector = LeaderElector(
+                    self.client,
+                    clock=self.clock,
+                    name=s.leader_election_id,
+                    namespace=s.leader_election_namespace or s.pod_namespace or "default",
+                    identity=identity,
+                    lease_duration=s.lease_duration,
+                    renew_deadline=s.renew_deadline,
+                    retry_period=s.retry_period,
+                    on_change=lambda v: self.metrics.leader.labels(s.leader_election_id).set(
+                        int(v)
+                    ),
+                )
+                graceful = await elector.run(self._lead, stop=self.stop)
+                code = 0 if graceful else 1
+            else:
+                await self._lead()
+        finally:
+            await self.informers.stop()
+            await server.stop()
+        return code
+
+
+class _InformerMetrics:
+    def __init__(self, metrics: Metrics) -> None:
+        self._m = metrics
+
+    def relisted(self, informer: str, reason: str) -> None:
+        self._m.informer_relists.labels(informer, reason).inc()
+
+    def watch_ended(self, informer: str, reason: str) -> None:
+        del informer, reason
+
+    def event_applied(self, informer: str, event_type: str) -> None:
+        del informer, event_type
+
+    def synced(self, informer: str, value: bool) -> None:
+        self._m.informer_synced.labels(informer).set(int(value))
+
+
+async def run(settings: Settings) -> int:
+    """``lattice run``: build the operator, serve until SIGTERM, drain, exit."""
+    clock = RealClock()
+    metrics_holder: list[Metrics] = []
+
+    class _Observer:
+        def observe(self, *, verb: str, resource: str, code: int, seconds: float) -> None:
+            if metrics_holder:
+                metrics_holder[0].observe(verb=verb, resource=resource, code=code, seconds=seconds)
+
+    client = await connect(
+        kubeconfig=settings.kubeconfig,
+        context=settings.context,
+        qps=settings.qps,
+        burst=settings.burst,
+        clock=clock,
+        observer=_Observer(),
+    )
+    op = Operator(settings, client, clock=clock)
+    metrics_holder.append(op.metrics)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, op.stop.set)
+    try:
+        return await op.serve()
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
