@@ -14,7 +14,9 @@ raw dict). It follows client-go's ``shared_informer.go``:
   when there is one, else the last cached value). A transform may return None to drop an
   object: an update that makes it None removes the key and is notified as ``DELETED``. An update
   whose transformed value equals the cached one changes nothing and notifies nobody (with slim
-  projections this filters status noise the consumers do not read).
+  projections this filters status noise the consumers do not read). A transform that raises is
+  logged and the object is left as it was (cached value kept, or still absent): a bug in a
+  projection must not look like a deletion.
 - **Relists emit tombstones** (invariant 13): a LIST replaces the scope in the store; keys that
   vanished are notified as ``DELETED`` (their final state is unknown: ``old`` is the last cached
   value), new keys as ``ADDED``, changed ones as ``MODIFIED``; unchanged keys are not notified.
@@ -54,6 +56,13 @@ Obj = dict[str, Any]
 Handler = Callable[[str, T | None, T | None], None]
 #: Raw object -> cached value, or None to leave the object out of the cache.
 Transform = Callable[[Obj], T | None]
+
+
+class _Failed:
+    """The transform raised."""
+
+
+_FAILED = _Failed()
 
 
 class Informer(Generic[T]):
@@ -160,12 +169,12 @@ class Informer(Generic[T]):
         for handler in self._handlers:
             self._call(handler, event_type, old, new)
 
-    def _project(self, obj: Obj) -> T | None:
+    def _project(self, obj: Obj) -> T | _Failed | None:
         try:
             return self._transform(obj)
         except Exception:
             log.exception("informer.transform_failed", informer=self.name, key=object_key(obj))
-            return None
+            return _FAILED
 
     # --- ReflectorSink -------------------------------------------------------------------------
 
@@ -175,12 +184,15 @@ class Informer(Generic[T]):
         fresh: dict[str, T] = {}
         before: dict[str, T | None] = {}
         for raw in items:
+            key = object_key(raw)
+            old = store.get(key)
             value = self._project(raw)
+            if isinstance(value, _Failed):
+                value = old  # keep what we had
             if value is None:
                 continue
-            key = object_key(raw)
             fresh[key] = value
-            before[key] = store.get(key)
+            before[key] = old
         vanished = store.replace(fresh, resource_version, namespace=namespace)
         for key, value in fresh.items():
             old = before[key]
@@ -206,9 +218,13 @@ class Informer(Generic[T]):
             gone = store.delete(key)
             if gone is not None:
                 final = self._project(obj)
-                self._notify("DELETED", final if final is not None else gone, None)
+                if final is None or isinstance(final, _Failed):
+                    final = gone
+                self._notify("DELETED", final, None)
             return
         value = self._project(obj)
+        if isinstance(value, _Failed):
+            return
         if value is None:
             dropped = store.delete(key)
             if dropped is not None:

@@ -31,12 +31,19 @@ Contract:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from lattice.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from lattice.runtime.interning import (
+    Interner,
+    OwnerRef,
+    controller_ref,
+    intern_opt,
+    shared_time,
+)
 from lattice.runtime.quantity import ResourceList, pod_requests, resource_list
 
 __all__ = [
@@ -64,7 +71,6 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
-H = TypeVar("H", bound=Hashable)
 
 KEPT_LABEL_PREFIXES: tuple[str, ...] = ("training.kubeflow.org/", "trainer.kubeflow.org/")
 FOREIGN_POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -72,72 +78,13 @@ OWNER_INDEX = "owner"
 NODE_INDEX = "node"
 
 _intern = sys.intern
-
-
-class _Interner(Generic[H]):
-    """A bounded table that returns one shared instance per equal value (cleared when full)."""
-
-    def __init__(self, limit: int = 1 << 16) -> None:
-        self._table: dict[H, H] = {}
-        self._limit = limit
-
-    def __call__(self, value: H) -> H:
-        got = self._table.get(value)
-        if got is not None:
-            return got
-        if len(self._table) >= self._limit:
-            self._table.clear()
-        self._table[value] = value
-        return value
-
-
-_owners: _Interner[OwnerRef] = _Interner()
-_containers: _Interner[ContainerInfo] = _Interner()
-_container_sets: _Interner[tuple[ContainerInfo, ...]] = _Interner()
-_request_sets: _Interner[ResourceList] = _Interner()
-_usages: _Interner[ForeignPodUsage] = _Interner()
-_times: dict[str, datetime] = {}
-
-
-def _opt(value: Any) -> str | None:
-    return _intern(str(value)) if value else None
-
-
-def _time(value: Any) -> datetime | None:
-    """RFC 3339 -> aware datetime, one shared instance per distinct string."""
-    if not value:
-        return None
-    text = str(value)
-    got = _times.get(text)
-    if got is None:
-        if len(_times) >= 4096:  # pods of one job share a second; old seconds rarely recur
-            _times.clear()
-        got = _times[text] = datetime.fromisoformat(text)
-    return got
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerRef:
-    """A controller ownerReference (``controller: true``)."""
-
-    api_version: str
-    kind: str
-    name: str
-    uid: str
-
-
-def _controller_ref(meta: Mapping[str, Any]) -> OwnerRef | None:
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("controller"):
-            return _owners(
-                OwnerRef(
-                    api_version=_intern(str(ref.get("apiVersion", ""))),
-                    kind=_intern(str(ref.get("kind", ""))),
-                    name=_intern(str(ref.get("name", ""))),
-                    uid=_intern(str(ref.get("uid", ""))),
-                )
-            )
-    return None
+_opt = intern_opt
+_time = shared_time
+_controller_ref = controller_ref
+_containers: Interner[ContainerInfo] = Interner()
+_container_sets: Interner[tuple[ContainerInfo, ...]] = Interner()
+_request_sets: Interner[ResourceList] = Interner()
+_usages: Interner[ForeignPodUsage] = Interner()
 
 
 def owner_key(kind: str, namespace: str, name: str) -> str:

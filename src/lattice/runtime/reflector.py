@@ -9,7 +9,8 @@ client-go's ``tools/cache/reflector.go``:
     apiserver demands). After a 410 the next LIST uses ``""``, a consistent read from etcd
     (``relistResourceVersion``). client-go first retries with the last RV and falls back to
     ``""`` only when that LIST also expires; we go straight to ``""``: one quorum read per 410,
-    never a stale snapshot. Relists after other errors use the last RV (not older than it).
+    never a stale snapshot. Relists after other errors use the last RV (not older than it),
+    except after a "Too large resource version" answer, which also switches to ``""``.
 10. WATCH starts from the last synced RV with bookmarks on and a random ``timeoutSeconds`` in
     ``[min_watch_timeout, 2 * min_watch_timeout)`` (default 300..600 s), so watchers neither hang
     nor reconnect in lockstep. The client adds a read timeout of ``timeoutSeconds + 30``.
@@ -63,6 +64,7 @@ Obj = dict[str, Any]
 
 _OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _SHORT_WATCH_S = 1.0
+_TOO_LARGE_RV = "too large resource version"
 
 
 class ReflectorSink(Protocol):
@@ -240,6 +242,8 @@ class Reflector:
                 if self._gone_streak > 1:
                     await self._sleep_backoff(exc)
             except ApiError as exc:
+                if phase == "list" and _TOO_LARGE_RV in exc.message.lower():
+                    self._rv_unavailable = True  # client-go isTooLargeResourceVersionError
                 rewatch = phase == "watch" and (exc.status == 0 or isinstance(exc, TooManyRequests))
                 self._after_error(phase, exc, relist=not rewatch)
                 await self._sleep_backoff(exc)

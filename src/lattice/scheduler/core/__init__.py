@@ -1,0 +1,1 @@
+"""The pure scheduler core: schedule(snapshot, now) -> plan (lands with issue 4)."""
