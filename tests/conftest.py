@@ -100,3 +100,11 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     )
     yield ns
     cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def crds_installed(cluster: Cluster) -> Cluster:
+    """The generated CRDs, applied once per run and Established."""
+    cluster.kubectl("apply", "-k", str(REPO / "deploy" / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    return cluster

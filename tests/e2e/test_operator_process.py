@@ -58,7 +58,8 @@ class Proc:
 
 
 @pytest.fixture
-def start_operator(cluster: Cluster, tmp_path: object) -> Iterator[object]:
+def start_operator(crds_installed: Cluster, tmp_path: object) -> Iterator[object]:
+    cluster = crds_installed
     procs: list[Proc] = []
 
     def start(name: str, *extra: str) -> Proc:
