@@ -1,1 +1,69 @@
-"""The pure scheduler core: schedule(snapshot, now) -> plan (lands with issue 4)."""
+"""The pure scheduler core: ``schedule(snapshot, now) -> Plan``, shared by every job kind.
+
+Contract: no I/O, no clock (time is an argument), no randomness, standard library only. Inputs
+(:class:`Snapshot`, :class:`NodeView`, :class:`JobView`, :class:`SchedulerConfig`) and outputs
+(:class:`Plan`, :class:`Decision`, the events) are frozen values. The policy is documented as
+numbered rules in :mod:`lattice.scheduler.core.core`; :func:`apply` plays a plan back onto its
+snapshot (for the simulator and the idempotence property).
+"""
+
+from __future__ import annotations
+
+from lattice.scheduler.core.apply import apply, apply_decision
+from lattice.scheduler.core.core import cooldown_for, schedule
+from lattice.scheduler.core.events import (
+    Admitted,
+    CooldownOver,
+    Grown,
+    Preempted,
+    Queued,
+    Requeued,
+    SchedulerEvent,
+    Shrunk,
+    Suspended,
+    format_duration,
+    format_time,
+)
+from lattice.scheduler.core.order import OrderKey, las_band, order_key
+from lattice.scheduler.core.plan import ACCOUNTING_FIELDS, STATE_FIELDS, Decision, Plan
+from lattice.scheduler.core.types import (
+    JobView,
+    NodeView,
+    SchedulerConfig,
+    Snapshot,
+    Stage,
+    Strategy,
+    job_key,
+)
+
+__all__ = [
+    "ACCOUNTING_FIELDS",
+    "STATE_FIELDS",
+    "Admitted",
+    "CooldownOver",
+    "Decision",
+    "Grown",
+    "JobView",
+    "NodeView",
+    "OrderKey",
+    "Plan",
+    "Preempted",
+    "Queued",
+    "Requeued",
+    "SchedulerConfig",
+    "SchedulerEvent",
+    "Shrunk",
+    "Snapshot",
+    "Stage",
+    "Strategy",
+    "Suspended",
+    "apply",
+    "apply_decision",
+    "cooldown_for",
+    "format_duration",
+    "format_time",
+    "job_key",
+    "las_band",
+    "order_key",
+    "schedule",
+]

@@ -1,0 +1,165 @@
+"""The effects of admission on each candidate (rule 5), their events and reasons, and wakeups.
+
+Contract (internal to the core, called once per pass after admission and growth):
+- :func:`settle` turns each ordered candidate's admission result into its stage, size,
+  ``last_resize_time``, service clock, events and reason. The *beneficiary* named by
+  ``Shrunk``/``Preempted`` events is the earliest job in order that was newly admitted or
+  grew in this pass and holds more units than before (a job of 0-unit pods takes nothing);
+  without one, or when the stopped job does not fit even on the empty cluster, the event
+  states why capacity was short instead.
+- ``reason`` describes the last change when there is one, else the job's current situation;
+  it is informational and never part of the persisted state.
+- :func:`next_wakeup` returns the earliest instant strictly after ``now`` at which a pass on
+  an otherwise unchanged snapshot could decide differently, or ``None``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from lattice.scheduler.core.events import Admitted, Grown, Preempted, Shrunk, format_time
+from lattice.scheduler.core.order import band_upper_bound, las_band, waiting_since
+from lattice.scheduler.core.state import JobState
+from lattice.scheduler.core.types import SchedulerConfig, Stage, Strategy
+
+__all__ = ["capacity_used", "next_wakeup", "settle", "waiting_reason"]
+
+
+def settle(
+    ordered: list[JobState], *, now: datetime, config: SchedulerConfig, capacity: int
+) -> None:
+    """Rule 5 (and the service clock of rule 8) for every candidate, in scheduling order."""
+    beneficiary = next((s for s in ordered if _took_capacity(s)), None)
+    for s in ordered:
+        if s.admitted:
+            _settle_admitted(s, beneficiary=beneficiary, now=now)
+            if s.growth_deferred and s.last_resize is not None:
+                s.grow_at = s.last_resize + config.resize_interval
+                s.reason += f"; may grow at {format_time(s.grow_at)}"
+        else:
+            _settle_waiting(s, beneficiary=beneficiary, now=now, capacity=capacity)
+
+
+def _took_capacity(s: JobState) -> bool:
+    """Newly admitted or grown in this pass, holding more units than on input."""
+    return s.admitted and s.size > s.held and s.view.units_at(s.size) > s.view.units_at(s.held)
+
+
+def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime) -> None:
+    v = s.view
+    s.stage = Stage.RUNNING
+    size = s.size
+    s.resize(size, now)
+    event: Admitted | Grown | Shrunk | None = None
+    if not s.held:
+        event = Admitted(size=size, min_size=v.min_size, max_size=v.max_size)
+        if s.promoted:
+            s.attained = 0.0
+        if s.updated is None or now > s.updated:
+            s.updated = now
+    elif size > s.held:
+        event = Grown(old=s.held, new=size)
+    elif size < s.held:
+        if s.held > v.max_size and size == v.max_size:
+            event = Shrunk(old=s.held, new=size, to_max=True)
+        elif beneficiary is None:
+            event = Shrunk(old=s.held, new=size)
+        else:
+            event = Shrunk(
+                old=s.held,
+                new=size,
+                beneficiary=beneficiary.view.display_name,
+                beneficiary_admitted=not beneficiary.held,
+            )
+    if event is not None:
+        s.events.append(event)
+        s.reason = event.message
+    else:
+        s.reason = f"Running with {size} (min {v.min_size}, max {v.max_size})"
+
+
+def _settle_waiting(
+    s: JobState, *, beneficiary: JobState | None, now: datetime, capacity: int
+) -> None:
+    s.stage = Stage.WAITING
+    s.requeue = None
+    why = waiting_reason(s, capacity)
+    if s.held:
+        if beneficiary is None or s.unfittable:
+            event = Preempted(old=s.held, detail=why)
+        else:
+            event = Preempted(
+                old=s.held,
+                beneficiary=beneficiary.view.display_name,
+                beneficiary_priority=beneficiary.view.priority,
+            )
+        s.events.append(event)
+        why = event.message
+    s.resize(0, now)
+    s.reason = why
+
+
+def waiting_reason(s: JobState, capacity: int) -> str:
+    """Why an unadmitted candidate waits (``capacity``: free units of the empty cluster)."""
+    need = sum(units * count for units, count in s.min_shape)
+    if s.unfittable:
+        reason = f"needs {_units(need)}; the cluster has {capacity}"
+        if need <= capacity:
+            reason += " but no node placement fits"
+        return reason
+    if s.blocker is not None:
+        return f"Waiting at position {s.position} behind {s.blocker.view.display_name} (StrictFIFO)"
+    reason = f"Waiting at position {s.position}: needs {_units(need)}, {s.free_at_check} free"
+    if need <= s.free_at_check:
+        reason += " but fragmented across nodes"
+    return reason
+
+
+def _units(n: int) -> str:
+    return f"{n} unit" if n == 1 else f"{n} units"
+
+
+def capacity_used(states: Iterable[JobState]) -> int:
+    """Units held by the jobs the plan leaves running."""
+    return sum(s.view.units_at(s.size) for s in states if s.admitted)
+
+
+def next_wakeup(
+    states: Iterable[JobState], *, now: datetime, config: SchedulerConfig
+) -> datetime | None:
+    """Earliest instant after ``now`` at which re-running the pass could change something."""
+    las = config.strategy == Strategy.LEAST_ATTAINED_SERVICE
+    times: list[datetime] = []
+    for s in states:
+        if s.view.finished:
+            continue
+        if s.stage == Stage.REQUEUE_COOLDOWN and s.cooldown is not None:
+            times.append(s.cooldown)
+        if s.position is None:
+            continue
+        if s.admitted:
+            if s.requeue is not None:
+                times.append(s.requeue + config.pending_timeout)
+            if s.grow_at is not None:
+                times.append(s.grow_at)
+            if las:
+                crossing = _band_crossing(s, now=now, config=config)
+                if crossing is not None:
+                    times.append(crossing)
+        elif las and not s.promoted and s.queued is not None and las_band(s.attained, config):
+            since = waiting_since(queued_time=s.queued, last_resize_time=s.last_resize)
+            times.append(since + config.starvation_limit)
+    future = [t for t in times if t > now]
+    return min(future) if future else None
+
+
+def _band_crossing(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:
+    """When a running job's service reaches the next LAS band at its planned size."""
+    bound = band_upper_bound(las_band(s.attained, config), config)
+    units = s.view.units_at(s.size)
+    if bound is None or units <= 0:
+        return None
+    micros = max(1, math.ceil((bound - s.attained) / units * 1_000_000))
+    return now + timedelta(microseconds=micros)

@@ -1,0 +1,185 @@
+"""Typed events for the scheduler decisions a user would ask about, and their messages.
+
+Contract:
+- Each event is a frozen value with a CamelCase ``reason`` (the Kubernetes event reason), an
+  event ``type`` (``Normal`` or ``Warning``) and a human ``message`` derived from its fields.
+- Events are emitted only for changes, so re-running a pass on its own output emits none.
+- Times print as RFC 3339 seconds in UTC (``2026-01-01T00:10:00Z``); durations in Go's style
+  (``5m0s``), matching what ``kubectl`` users see elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import ClassVar
+
+__all__ = [
+    "Admitted",
+    "CooldownOver",
+    "Grown",
+    "Preempted",
+    "Queued",
+    "Requeued",
+    "SchedulerEvent",
+    "Shrunk",
+    "Suspended",
+    "format_duration",
+    "format_time",
+]
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC to the second; a naive value is taken as UTC (never as local time)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_duration(value: timedelta) -> str:
+    """Go ``time.Duration.String()`` style: ``0s``, ``30s``, ``5m0s``, ``1h0m0s``, ``1.5s``."""
+    micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
+    if micros == 0:
+        return "0s"
+    sign = "-" if micros < 0 else ""
+    micros = abs(micros)
+    hours, rest = divmod(micros, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    seconds, frac = divmod(rest, 1_000_000)
+    sec = str(seconds) + (f".{frac:06d}".rstrip("0") if frac else "")
+    if hours:
+        return f"{sign}{hours}h{minutes}m{sec}s"
+    if minutes:
+        return f"{sign}{minutes}m{sec}s"
+    return f"{sign}{sec}s"
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerEvent:
+    """Base of every scheduler event."""
+
+    reason: ClassVar[str] = "Scheduled"
+    type: ClassVar[str] = "Normal"
+
+    @property
+    def message(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Queued(SchedulerEvent):
+    """A new (or resumed) job entered the queue."""
+
+    reason: ClassVar[str] = "Queued"
+
+    @property
+    def message(self) -> str:
+        return "Queued"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Admitted(SchedulerEvent):
+    """A job that held nothing was started."""
+
+    reason: ClassVar[str] = "Admitted"
+    size: int
+    min_size: int
+    max_size: int
+
+    @property
+    def message(self) -> str:
+        return f"Admitted with {self.size} (min {self.min_size}, max {self.max_size})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Grown(SchedulerEvent):
+    """A running job got more replicas."""
+
+    reason: ClassVar[str] = "Grown"
+    old: int
+    new: int
+
+    @property
+    def message(self) -> str:
+        return f"Grown {self.old}\u2192{self.new}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shrunk(SchedulerEvent):
+    """A running job lost replicas, naming the job that took them when there is one."""
+
+    reason: ClassVar[str] = "Shrunk"
+    old: int
+    new: int
+    beneficiary: str | None = None
+    beneficiary_admitted: bool = True
+    to_max: bool = False
+
+    @property
+    def message(self) -> str:
+        head = f"Shrunk {self.old}\u2192{self.new}"
+        if self.to_max:
+            return f"{head} to its max size"
+        if self.beneficiary is None:
+            return f"{head}: not enough capacity"
+        verb = "admit" if self.beneficiary_admitted else "grow"
+        return f"{head} to {verb} {self.beneficiary}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preempted(SchedulerEvent):
+    """A running job was stopped (size 0, back to Waiting with its queued time)."""
+
+    reason: ClassVar[str] = "Preempted"
+    type: ClassVar[str] = "Warning"
+    old: int
+    beneficiary: str | None = None
+    beneficiary_priority: int = 0
+    detail: str = "not enough capacity"
+
+    @property
+    def message(self) -> str:
+        if self.beneficiary is None:
+            return f"Stopped: {self.detail}"
+        return f"Preempted by {self.beneficiary} (priority {self.beneficiary_priority})"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Requeued(SchedulerEvent):
+    """A running job's pods stayed Pending too long: it was stopped and cools down."""
+
+    reason: ClassVar[str] = "Requeued"
+    type: ClassVar[str] = "Warning"
+    pending_for: timedelta
+    cooldown_until: datetime
+    requeue_count: int
+
+    @property
+    def message(self) -> str:
+        return (
+            f"Requeued: pods pending for {format_duration(self.pending_for)}; "
+            f"cooldown until {format_time(self.cooldown_until)}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownOver(SchedulerEvent):
+    """A cooled-down job is queued again with a fresh queued time."""
+
+    reason: ClassVar[str] = "CooldownOver"
+
+    @property
+    def message(self) -> str:
+        return "Cooldown over; queued again"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suspended(SchedulerEvent):
+    """A job that held capacity was suspended and released it."""
+
+    reason: ClassVar[str] = "Suspended"
+    old: int
+
+    @property
+    def message(self) -> str:
+        return f"Suspended: released size {self.old}"

@@ -1,0 +1,104 @@
+"""Output values of the scheduler core: one :class:`Decision` per job, gathered in a :class:`Plan`.
+
+Contract:
+- A decision carries the job's complete scheduler-owned state after the pass (the fields the
+  loop persists in status), the job's 1-based ``queue_position`` among candidates, a human
+  ``reason`` and the typed events for what changed.
+- ``changed_fields`` names the persisted fields that differ from the input ``JobView``;
+  ``queue_position``, ``reason`` and ``events`` are not persisted state and never count.
+  ``attained_service`` and ``service_updated_at`` (:data:`ACCOUNTING_FIELDS`) change on every
+  pass for a running job; a loop that throttles status writes may treat a decision whose
+  changes are all accounting as unchanged.
+- ``Plan.decisions`` iterates in plan-key order; ``Plan.order`` is the scheduling order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from lattice.scheduler.core.events import SchedulerEvent
+
+__all__ = ["ACCOUNTING_FIELDS", "STATE_FIELDS", "Decision", "Plan"]
+
+# Decision field -> JobView field, for every persisted field.
+STATE_FIELDS: Mapping[str, str] = {
+    "stage": "stage",
+    "size": "current_size",
+    "submit_time": "submit_time",
+    "queued_time": "queued_time",
+    "requeue_time": "requeue_time",
+    "cooldown_time": "cooldown_time",
+    "requeue_count": "requeue_count",
+    "last_resize_time": "last_resize_time",
+    "attained_service": "attained_service",
+    "service_updated_at": "service_updated_at",
+}
+
+ACCOUNTING_FIELDS: frozenset[str] = frozenset({"attained_service", "service_updated_at"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """The scheduler's verdict for one job."""
+
+    key: str
+    stage: str
+    size: int
+    submit_time: datetime | None
+    queued_time: datetime | None
+    requeue_time: datetime | None
+    cooldown_time: datetime | None
+    requeue_count: int
+    last_resize_time: datetime | None
+    attained_service: float
+    service_updated_at: datetime | None
+    queue_position: int | None
+    reason: str
+    events: tuple[SchedulerEvent, ...] = ()
+    changed_fields: frozenset[str] = frozenset()
+
+    @property
+    def changed(self) -> bool:
+        """Whether any persisted field differs from the input."""
+        return bool(self.changed_fields)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """The result of one pass.
+
+    ``capacity_total`` is the sum of the nodes' free units; ``capacity_used`` the units held by
+    the jobs the plan leaves running. ``next_wakeup`` is the earliest time after ``now`` at
+    which re-running the pass on unchanged inputs could decide differently (``None``: never).
+    """
+
+    decisions: Mapping[str, Decision]
+    order: tuple[str, ...]
+    next_wakeup: datetime | None
+    capacity_total: int
+    capacity_used: int
+
+    def __getitem__(self, key: str) -> Decision:
+        return self.decisions[key]
+
+    def changed(self, key: str, *, include_accounting: bool = True) -> bool:
+        """Whether the decision for ``key`` differs from its input in persisted state."""
+        fields = self.decisions[key].changed_fields
+        if include_accounting:
+            return bool(fields)
+        return not fields <= ACCOUNTING_FIELDS
+
+    def changed_keys(self, *, include_accounting: bool = True) -> tuple[str, ...]:
+        """Keys of the changed decisions, in plan-key order."""
+        return tuple(
+            key
+            for key in self.decisions
+            if self.changed(key, include_accounting=include_accounting)
+        )
+
+    @property
+    def events(self) -> tuple[tuple[str, SchedulerEvent], ...]:
+        """Every ``(key, event)`` of the pass, in plan-key order."""
+        return tuple((d.key, e) for d in self.decisions.values() for e in d.events)

@@ -1,0 +1,145 @@
+"""The mutable per-job record one pass works on (internal to the core).
+
+Contract: a :class:`JobState` starts as a copy of a ``JobView``'s scheduler-owned fields, is
+mutated only by the steps of a single ``schedule`` call, and is turned into an immutable
+``Decision`` by :func:`to_decision`. It never escapes the core.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from lattice.scheduler.core.events import SchedulerEvent
+from lattice.scheduler.core.packing import Shape
+from lattice.scheduler.core.plan import Decision
+from lattice.scheduler.core.types import JobView, Stage
+
+__all__ = ["JobState", "to_decision"]
+
+
+class JobState:
+    """Working copy of one job's state during a pass."""
+
+    __slots__ = (
+        "admitted",
+        "attained",
+        "band",
+        "blocker",
+        "cooldown",
+        "count",
+        "events",
+        "free_at_check",
+        "grow_at",
+        "growth_deferred",
+        "held",
+        "last_resize",
+        "min_shape",
+        "position",
+        "promoted",
+        "queued",
+        "reason",
+        "requeue",
+        "size",
+        "stage",
+        "submit",
+        "unfittable",
+        "updated",
+        "view",
+    )
+
+    def __init__(self, view: JobView) -> None:
+        self.view = view
+        self.stage: str = view.stage
+        self.size = view.current_size
+        self.submit = view.submit_time
+        self.queued = view.queued_time
+        self.requeue = view.requeue_time
+        self.cooldown = view.cooldown_time
+        self.count = view.requeue_count
+        self.last_resize = view.last_resize_time
+        self.attained = view.attained_service
+        self.updated = view.service_updated_at
+        # Size the job runs at on input: what it holds and accrues service on.
+        self.held = view.current_size if view.stage == Stage.RUNNING else 0
+        self.position: int | None = None
+        self.reason = ""
+        self.events: list[SchedulerEvent] = []
+        self.band = 0
+        self.promoted = False
+        self.admitted = False
+        self.unfittable = False
+        self.min_shape: Shape = ()
+        self.free_at_check = 0
+        self.blocker: JobState | None = None
+        self.growth_deferred = False
+        self.grow_at: datetime | None = None
+
+    def resize(self, size: int, now: datetime) -> None:
+        """Set the size; ``last_resize_time`` moves to ``now`` when it differs from the input."""
+        self.size = size
+        if size != self.view.current_size:
+            self.last_resize = now
+
+
+_NAMES = (
+    "stage",
+    "size",
+    "submit_time",
+    "queued_time",
+    "requeue_time",
+    "cooldown_time",
+    "requeue_count",
+    "last_resize_time",
+    "attained_service",
+    "service_updated_at",
+)
+_UNCHANGED: frozenset[str] = frozenset()
+
+
+def to_decision(state: JobState) -> Decision:
+    """Freeze ``state`` into a :class:`Decision`, naming the persisted fields that changed."""
+    v = state.view
+    new = (
+        state.stage,
+        state.size,
+        state.submit,
+        state.queued,
+        state.requeue,
+        state.cooldown,
+        state.count,
+        state.last_resize,
+        state.attained,
+        state.updated,
+    )
+    old = (
+        v.stage,
+        v.current_size,
+        v.submit_time,
+        v.queued_time,
+        v.requeue_time,
+        v.cooldown_time,
+        v.requeue_count,
+        v.last_resize_time,
+        v.attained_service,
+        v.service_updated_at,
+    )
+    changed = _UNCHANGED
+    if new != old:
+        changed = frozenset(name for name, a, b in zip(_NAMES, new, old, strict=True) if a != b)
+    return Decision(
+        key=v.key,
+        stage=state.stage,
+        size=state.size,
+        submit_time=state.submit,
+        queued_time=state.queued,
+        requeue_time=state.requeue,
+        cooldown_time=state.cooldown,
+        requeue_count=state.count,
+        last_resize_time=state.last_resize,
+        attained_service=state.attained,
+        service_updated_at=state.updated,
+        queue_position=state.position,
+        reason=state.reason,
+        events=tuple(state.events),
+        changed_fields=changed,
+    )

@@ -1,0 +1,158 @@
+"""Input values of the scheduler core: configuration, nodes, jobs and the snapshot.
+
+Contract:
+- Every value is a frozen ``dataclass(slots=True)``; the core never mutates its inputs.
+- Every ``datetime`` is timezone-aware (UTC). Mixing naive and aware values is a caller error.
+- Units are abstract non-negative integers (GPUs, or 1 per node in node mode). A job's *size*
+  counts all of its pods: ``size > 0`` means the fixed pods plus ``size - len(fixed_pods)``
+  elastic replicas of ``replica_units`` each; ``size == 0`` means the job holds nothing.
+- Nothing here knows about a job kind: the ``kind`` string is carried for messages only.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+__all__ = [
+    "JobView",
+    "NodeView",
+    "SchedulerConfig",
+    "Snapshot",
+    "Stage",
+    "Strategy",
+    "job_key",
+]
+
+
+class Strategy(enum.StrEnum):
+    """Admission strategy (rule 3 of :mod:`lattice.scheduler.core.core`)."""
+
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    LEAST_ATTAINED_SERVICE = "LeastAttainedService"
+
+
+class Stage(enum.StrEnum):
+    """Job stages the scheduler reads or writes. Other strings are passed through untouched."""
+
+    NEW = ""
+    WAITING = "Waiting"
+    RUNNING = "Running"
+    REQUEUE_COOLDOWN = "RequeueCooldown"
+    COMPLETED = "Completed"
+    WRONG = "Wrong"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerConfig:
+    """Policy knobs. Every duration is a ``timedelta``; service is in unit-seconds.
+
+    ``resize_interval`` defaults to a 60 s placeholder: the trace-simulator issue will tune it.
+    ``cooldown_max`` is Lattice's historical flat cooldown (3 h), used here as the backoff cap.
+    """
+
+    strategy: Strategy = Strategy.STRICT_FIFO
+    resize_interval: timedelta = timedelta(seconds=60)
+    pending_timeout: timedelta = timedelta(minutes=5)
+    cooldown_base: timedelta = timedelta(seconds=60)
+    cooldown_max: timedelta = timedelta(hours=3)
+    starvation_limit: timedelta = timedelta(hours=1)
+    las_first_band: float = 3600.0
+    las_band_multiplier: float = 10.0
+    las_bands: int = 4
+
+    def __post_init__(self) -> None:
+        zero = timedelta(0)
+        for name in ("resize_interval", "pending_timeout", "starvation_limit"):
+            if getattr(self, name) < zero:
+                raise ValueError(f"{name} must not be negative")
+        if self.cooldown_base <= zero or self.cooldown_max < self.cooldown_base:
+            raise ValueError("need 0 < cooldown_base <= cooldown_max")
+        if self.las_first_band <= 0 or self.las_band_multiplier <= 1 or self.las_bands < 1:
+            raise ValueError("need las_first_band > 0, las_band_multiplier > 1, las_bands >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """Units available to Lattice on one node.
+
+    The loop has already dropped unready, unschedulable and non-matching nodes and subtracted
+    the units held by foreign pods; Lattice's own pods are *not* subtracted (the core re-packs
+    every Lattice job on each pass). Negative values are treated as 0.
+    """
+
+    name: str
+    free_units: int
+
+
+def job_key(*, kind: str, namespace: str, name: str) -> str:
+    """The conventional plan key of a job, ``"Kind/namespace/name"``."""
+    return f"{kind}/{namespace}/{name}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobView:
+    """What the scheduler needs to know about one job, any kind.
+
+    ``pending_since`` is the earliest time a pod of this job has been Pending, as observed by
+    the loop (``None`` if no pod is pending); it is only read while the job is ``Running``.
+    ``attained_service`` is in unit-seconds, accrued up to ``service_updated_at``.
+    """
+
+    key: str
+    kind: str
+    namespace: str
+    name: str
+    creation_time: datetime
+    priority: int = 0
+    min_size: int = 1
+    max_size: int = 1
+    fixed_pods: tuple[int, ...] = ()
+    replica_units: int = 1
+    stage: str = Stage.NEW
+    current_size: int = 0
+    submit_time: datetime | None = None
+    queued_time: datetime | None = None
+    requeue_time: datetime | None = None
+    cooldown_time: datetime | None = None
+    requeue_count: int = 0
+    last_resize_time: datetime | None = None
+    pending_since: datetime | None = None
+    attained_service: float = 0.0
+    service_updated_at: datetime | None = None
+    suspended: bool = False
+    finished: bool = False
+
+    @property
+    def display_name(self) -> str:
+        """``namespace/name``, as used in messages."""
+        return f"{self.namespace}/{self.name}"
+
+    def units_at(self, size: int) -> int:
+        """Units held by this job at ``size`` (0 for size 0)."""
+        if size <= 0:
+            return 0
+        return sum(self.fixed_pods) + (size - len(self.fixed_pods)) * self.replica_units
+
+    def problem(self) -> str | None:
+        """Why this view cannot be scheduled, or ``None`` when it is valid."""
+        fixed = self.fixed_pods
+        floor = len(fixed) or 1
+        if self.min_size < floor:
+            return f"min_size {self.min_size} < {floor} (fixed pods count towards the size)"
+        if self.max_size < self.min_size:
+            return f"max_size {self.max_size} < min_size {self.min_size}"
+        if self.replica_units < 0 or (fixed and min(fixed) < 0):
+            return "negative units"
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """Everything one scheduling pass sees. Input order of ``nodes`` and ``jobs`` is irrelevant."""
+
+    nodes: tuple[NodeView, ...]
+    jobs: tuple[JobView, ...]
+    config: SchedulerConfig = field(default_factory=SchedulerConfig)

@@ -1,0 +1,1 @@
+"""Unit tests of the pure scheduler core (lattice.scheduler.core)."""
