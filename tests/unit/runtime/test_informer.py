@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,32 +22,11 @@ from tests.support.fake_apiserver import (
     FakeApiServer,
     Recorder,
     RecordingClock,
-    rest_client,
     running,
 )
 
 Obj = dict[str, Any]
 CM = "default/cm"
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeApiServer]:
-    srv = FakeApiServer()
-    await srv.start()
-    yield srv
-    await srv.close()
-
-
-@pytest.fixture
-async def client(server: FakeApiServer) -> AsyncIterator[RestClient]:
-    c = await rest_client(server)
-    yield c
-    await c.close()
-
-
-@pytest.fixture
-def rclock() -> RecordingClock:
-    return RecordingClock()
 
 
 def raw_informer(client: RestClient, clock: RecordingClock, **kw: Any) -> Informer[Obj]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,24 +11,9 @@ from lattice.kube.client import RestClient
 from lattice.kube.resources import CONFIGMAPS, PODS
 from lattice.runtime.informer import InformerFactory
 from lattice.runtime.projections import keep_raw, strip_managed_fields
-from tests.support.fake_apiserver import FakeApiServer, RecordingClock, rest_client
+from tests.support.fake_apiserver import FakeApiServer, RecordingClock
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeApiServer]:
-    srv = FakeApiServer()
-    await srv.start()
-    yield srv
-    await srv.close()
-
-
-@pytest.fixture
-async def client(server: FakeApiServer) -> AsyncIterator[RestClient]:
-    c = await rest_client(server)
-    yield c
-    await c.close()
 
 
 def by_label(obj: Obj) -> tuple[str, ...]:

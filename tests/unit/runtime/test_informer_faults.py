@@ -7,7 +7,6 @@ for the sleep to start, checks its length, and advances fake time; nothing sleep
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -23,31 +22,10 @@ from tests.support.fake_apiserver import (
     FakeApiServer,
     Recorder,
     RecordingClock,
-    rest_client,
     running,
 )
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture
-async def server() -> AsyncIterator[FakeApiServer]:
-    srv = FakeApiServer()
-    await srv.start()
-    yield srv
-    await srv.close()
-
-
-@pytest.fixture
-async def client(server: FakeApiServer) -> AsyncIterator[RestClient]:
-    c = await rest_client(server)
-    yield c
-    await c.close()
-
-
-@pytest.fixture
-def rclock() -> RecordingClock:
-    return RecordingClock()
 
 
 class FakeMetrics:
