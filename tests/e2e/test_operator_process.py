@@ -124,6 +124,8 @@ def test_readyz_metrics_and_graceful_sigterm(start_operator: object) -> None:
         "lattice_jobs",
         "lattice_capacity_units",
         "lattice_preemptions_total",
+        "lattice_informer_watch_ended_total",
+        "lattice_informer_events_total",
         "rest_client_requests_total",
     ):
         assert f"# TYPE {name.removesuffix('_total')}" in text, f"{name} missing from /metrics"

@@ -8,7 +8,13 @@ Contract:
 - A repeat of the same (object uid, type, reason, note) within ``dedupe_window`` seconds updates
   the first event's ``series`` (count, lastObservedTime) instead of creating a new object, the
   way client-go's event broadcaster aggregates.
-- Messages are truncated to 1024 characters, as upstream operators do.
+- Notes are truncated to 1024 bytes of UTF-8 (the apiserver's limit counts bytes, not characters)
+  without splitting a character; ``reportingInstance`` to 128 bytes likewise.
+- Events are named like client-go's: ``<regarding name>.<unix nanoseconds in hex>`` (unique per
+  recorder; a name taken by someone else is retried). An event about a cluster-scoped object
+  (``regarding.namespace == ""``) goes to the ``default`` namespace, as client-go does.
+- If the event a repeat would update is gone (deleted, or expired by the apiserver's event TTL),
+  the repeat creates a new event instead of being dropped.
 """
 
 from __future__ import annotations
@@ -17,23 +23,38 @@ import asyncio
 import contextlib
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
 
 from lattice.clock import Clock
-from lattice.kube import ApiError, KubeClient
+from lattice.kube import AlreadyExists, ApiError, KubeClient, NotFound
 from lattice.kube.resources import EVENTS
 
 __all__ = ["EventRecorder", "ObjectRef", "micro_time"]
 
 log = structlog.get_logger(__name__)
-_MAX_NOTE = 1024
+_MAX_NOTE = 1024  # bytes: NoteLengthLimit, checked with Go's len() on the UTF-8 string
+_MAX_INSTANCE = 128  # bytes: ReportingInstanceLengthLimit
+_MAX_NAME = 253
+_NAME_ATTEMPTS = 3
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _truncate_utf8(text: str, limit: int) -> str:
+    """At most ``limit`` bytes of UTF-8, never ending in half a character."""
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    return raw[:limit].decode("utf-8", "ignore")
 
 
 def micro_time(t: datetime) -> str:
-    """RFC3339 with exactly six fractional digits, the MicroTime layout the apiserver parses."""
+    """RFC3339 in UTC with exactly six fractional digits, the MicroTime layout the apiserver
+    parses (a naive datetime is taken as UTC)."""
+    if t.tzinfo is not None:
+        t = t.astimezone(UTC)
     return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -65,6 +86,7 @@ class _Pending:
     note: str
     action: str
     at: datetime
+    mono: float  # when recorded: the dedupe window is about occurrences, not send times
 
 
 class EventRecorder:
@@ -84,7 +106,7 @@ class EventRecorder:
         self._client = client
         self._clock = clock
         self._controller = controller
-        self._instance = instance or "lattice-operator"
+        self._instance = _truncate_utf8(instance or "lattice-operator", _MAX_INSTANCE)
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=capacity)
         self._window = dedupe_window
         self._recent: OrderedDict[tuple[str, str, str, str], tuple[str, str, int, float]] = (
@@ -92,12 +114,16 @@ class EventRecorder:
         )
         self._on_drop = on_drop
         self._task: asyncio.Task[None] | None = None
+        self._last_ns = 0
 
     def record(
         self, regarding: ObjectRef, *, type: str, reason: str, note: str, action: str = "Reconcile"
     ) -> None:
         """Queue an event (``type`` is Normal or Warning). Never blocks."""
-        item = _Pending(regarding, type, reason, note[:_MAX_NOTE], action, self._clock.now())
+        note = _truncate_utf8(note, _MAX_NOTE)
+        item = _Pending(
+            regarding, type, reason, note, action, self._clock.now(), self._clock.monotonic()
+        )
         try:
             self._queue.put_nowait(item)
         except asyncio.QueueFull:
@@ -108,7 +134,8 @@ class EventRecorder:
             self._task = asyncio.create_task(self._run(), name="event-sender")
 
     async def stop(self, *, timeout: float = 5.0) -> None:
-        """Flush what is queued (within ``timeout``), then stop the sender."""
+        """Flush what is queued (within ``timeout``), then stop the sender. Events still queued
+        or in flight when the timeout ends are counted as dropped."""
         if self._task is None:
             return
         with contextlib.suppress(TimeoutError):
@@ -117,6 +144,10 @@ class EventRecorder:
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._queue.task_done()
+            self._dropped()
 
     async def flush(self) -> None:
         """Wait until every queued event has been handled (tests)."""
@@ -131,6 +162,9 @@ class EventRecorder:
             item = await self._queue.get()
             try:
                 await self._send(item)
+            except asyncio.CancelledError:
+                self._dropped()  # stopped while sending: not known to have arrived
+                raise
             except ApiError as exc:
                 self._dropped()
                 log.debug("event.send_failed", reason=item.reason, error=str(exc))
@@ -142,27 +176,44 @@ class EventRecorder:
 
     async def _send(self, item: _Pending) -> None:
         key = (item.regarding.uid, item.type, item.reason, item.note)
-        mono = self._clock.monotonic()
+        mono = item.mono
         prior = self._recent.get(key)
         if prior is not None and mono - prior[3] < self._window:
-            name, namespace, count, _ = prior
-            count += 1
-            await self._client.patch(
-                EVENTS,
-                name,
-                {"series": {"count": count, "lastObservedTime": micro_time(item.at)}},
-                namespace=namespace,
-            )
-            self._recent[key] = (name, namespace, count, prior[3])
-            self._recent.move_to_end(key)
-            return
-        body = {
+            name, namespace, count, first = prior
+            try:
+                await self._client.patch(
+                    EVENTS,
+                    name,
+                    {"series": {"count": count + 1, "lastObservedTime": micro_time(item.at)}},
+                    namespace=namespace,
+                )
+            except NotFound:
+                del self._recent[key]  # deleted or expired: start a new event below
+            else:
+                self._recent[key] = (name, namespace, count + 1, first)
+                self._recent.move_to_end(key)
+                return
+        namespace = item.regarding.namespace or "default"
+        created = await self._create(item, namespace)
+        meta = created.get("metadata", {})
+        self._recent[key] = (str(meta.get("name", "")), namespace, 1, mono)
+        while len(self._recent) > 4096:
+            self._recent.popitem(last=False)
+
+    def _event_name(self, item: _Pending) -> str:
+        """client-go's ``<name>.<unix nanos in hex>``, strictly increasing per recorder."""
+        at = item.at if item.at.tzinfo is not None else item.at.replace(tzinfo=UTC)
+        ns = max((at - _EPOCH) // timedelta(microseconds=1) * 1000, self._last_ns + 1)
+        self._last_ns = ns
+        suffix = f".{ns:x}"
+        base = item.regarding.name[: _MAX_NAME - len(suffix)].rstrip(".-")
+        return base + suffix
+
+    async def _create(self, item: _Pending, namespace: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {
-                "generateName": f"{item.regarding.name}.",
-                "namespace": item.regarding.namespace,
-            },
+            "metadata": {"namespace": namespace},
             "eventTime": micro_time(item.at),
             "reportingController": self._controller,
             "reportingInstance": self._instance,
@@ -172,8 +223,12 @@ class EventRecorder:
             "type": item.type,
             "regarding": item.regarding.as_dict(),
         }
-        created = await self._client.create(EVENTS, body, namespace=item.regarding.namespace)
-        meta = created.get("metadata", {})
-        self._recent[key] = (str(meta.get("name", "")), item.regarding.namespace, 1, mono)
-        while len(self._recent) > 4096:
-            self._recent.popitem(last=False)
+        for attempt in range(_NAME_ATTEMPTS):
+            body["metadata"]["name"] = self._event_name(item)
+            try:
+                return await self._client.create(EVENTS, body, namespace=namespace)
+            except AlreadyExists:
+                if attempt == _NAME_ATTEMPTS - 1:
+                    raise
+                self._last_ns += 1_000_000  # another recorder took the name: move on 1 ms
+        raise AssertionError("unreachable")

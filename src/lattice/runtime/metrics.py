@@ -232,15 +232,28 @@ class Metrics:
         self.informer_relists = Counter(
             "lattice_informer_relists_total",
             "Informer relists by reason",
-            ["resource", "reason"],
+            ["informer", "reason"],
             registry=r,
         )
         self.informer_synced = Gauge(
-            "lattice_informer_synced", "1 once the informer has listed", ["resource"], registry=r
+            "lattice_informer_synced", "1 once the informer has listed", ["informer"], registry=r
+        )
+        self.informer_watch_ended = Counter(
+            "lattice_informer_watch_ended_total",
+            "Informer watches ended by reason (closed, 410, error, forced)",
+            ["informer", "reason"],
+            registry=r,
+        )
+        self.informer_events = Counter(
+            "lattice_informer_events_total",
+            "Watch events applied to informer caches by type (ADDED, MODIFIED, DELETED)",
+            ["informer", "type"],
+            registry=r,
         )
         self.events_dropped = Counter(
             "lattice_events_dropped_total",
-            "Events not sent because the sender's queue was full or the API refused",
+            "Events not sent because the sender's queue was full, the API refused, or the "
+            "recorder stopped first",
             registry=r,
         )
         for state in ("total", "used"):

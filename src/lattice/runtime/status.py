@@ -1,7 +1,9 @@
 """One status write per reconcile, through the status subresource, only when it changed.
 
-``status_patch(old, new)`` computes an RFC 7386 JSON merge patch that turns ``old`` into ``new``
+``merge_patch(old, new)`` computes an RFC 7386 JSON merge patch that turns ``old`` into ``new``
 (removed keys become ``null``; lists are replaced whole, which is what merge patch does anyway).
+In merge-patch terms a key whose value is ``null`` and an absent key are the same thing, so they
+compare equal and cost no request.
 ``StatusWriter.write`` sends it with ``metadata.resourceVersion`` for optimistic concurrency, so a
 stale cache yields a 409 ``Conflict`` that the caller turns into a quiet requeue.
 """
@@ -23,13 +25,14 @@ def merge_patch(old: Any, new: Any) -> Any:
     patch: dict[str, Any] = {}
     for key, value in new.items():
         if key not in old:
-            patch[key] = value
+            if value is not None:  # a null for an absent key would change nothing
+                patch[key] = value
             continue
         sub = merge_patch(old[key], value)
         if sub is not None or (value is None and old[key] is not None):
             patch[key] = sub
     for key in old:
-        if key not in new:
+        if key not in new and old[key] is not None:
             patch[key] = None
     return patch or None
 
@@ -50,9 +53,11 @@ class StatusWriter:
         old: dict[str, Any],
         new: dict[str, Any],
     ) -> dict[str, Any] | None:
-        """Patch status from ``old`` to ``new``; returns the updated object, or None if unchanged.
+        """Patch status from ``old`` to ``new``; returns the updated object, or None if unchanged
+        (then no request is sent).
 
-        Raises ``Conflict`` when ``resource_version`` is stale.
+        Raises ``Conflict`` when ``resource_version`` is stale. ``resource_version`` must be the
+        RV ``old`` was read at: custom resources refuse an empty one (422 ``Invalid``).
         """
         diff = merge_patch(old, new)
         if diff is None:
