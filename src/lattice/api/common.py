@@ -231,15 +231,21 @@ class SchedulingStatus(K8sModel):
     queued_time: Time | None = None
     """When the job entered the queue (FIFO key within a priority); reset on requeue."""
     requeue_time: Time | None = None
-    """Deadline for pending pods; past it the job goes to RequeueCooldown. Unset when all run."""
+    """When pods were first seen pending (requeued pendingTimeout later); unset when all run."""
     cooldown_time: Time | None = None
     """Until when a requeued job stays in RequeueCooldown."""
     queue_position: int | None = Field(None, ge=0)
-    """0-based position in the waiting queue; unset when not waiting."""
+    """1-based position among the scheduler's candidates (waiting and running); unset otherwise."""
     requeue_count: int | None = Field(None, ge=0)
     """How many times the job was requeued after its pods stayed pending."""
     attained_service: float | None = Field(None, ge=0)
     """Service received so far, in unit-seconds (scheduling units x seconds running)."""
+    service_updated_time: Time | None = None
+    """Up to when attainedService is accounted."""
+    last_exec_time: Time | None = None
+    """When the job last started running (size went from 0 to more)."""
+    completion_time: Time | None = None
+    """When the job finished (succeeded or failed)."""
     last_resize_time: Time | None = None
     """When currentSize last changed."""
     last_decision: str | None = None

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field
 
-from lattice.api.base import K8sModel, ObjectMeta, Time
+from lattice.api.base import K8sModel, ObjectMeta
 from lattice.api.common import (
     CleanPodPolicy,
     JobStatus,
@@ -108,10 +108,6 @@ class TrainingJobStatus(SchedulingStatus):
 
     exec_status: JobStatus | None = None
     """Kubeflow job status of the pods the operator runs for the granted size."""
-    last_exec_time: Time | None = None
-    """When the job last started running."""
-    completion_time: Time | None = None
-    """When the job completed."""
 
 
 class TrainingJob(K8sModel):
