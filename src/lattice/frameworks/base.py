@@ -1,0 +1,245 @@
+"""The per-kind plugin protocol: everything that differs between TrainingJob, MPIJob, MXJob and
+TrainJob, behind one small, pure interface.
+
+Contract:
+- A plugin is pure: dicts and models in, values out. No I/O, no clock (``now`` is an argument
+  where needed), no randomness. The generic reconciler (``lattice.controllers.job``) and the
+  scheduler loop (``lattice.scheduler.loop``) do every read and write.
+- ``parse`` turns the cached raw object into the kind's typed model, raising :class:`InvalidJob`
+  with field-named :class:`Problem` values for what the schema could not reject (the job then
+  goes to stage ``Wrong`` with a Failed condition, and never reaches the scheduler).
+- ``demand`` is what the scheduler needs: priority, min/max size, the units of fixed pods and of
+  one elastic replica, and whether the job is suspended. Sizes count every pod of the job.
+- ``children(job, size)`` is the complete desired set of child objects for ``size`` (0 means none
+  of the sized pods). Names are pure functions of (job, replica type, index); every child carries
+  a controller ownerReference to the job and the ``lattice.breezeml.ai/managed`` label.
+- ``progress(job, size, pods)`` applies the kind's status rules to the observed pods and says
+  whether the job is running, succeeded or failed, and which failed pods to recreate.
+- Where the kind keeps the scheduler's state and the Kubeflow execution status in ``status`` is
+  given by ``scheduling_path`` and ``exec_path`` (paths of keys from the object root).
+
+Pods are read through :class:`PodView`, a structural protocol that the informer cache's slim
+``PodInfo`` satisfies, so this layer never imports the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from lattice.api.constants import Resource
+
+__all__ = [
+    "MANAGED_LABEL",
+    "NODE_UNIT",
+    "Children",
+    "ContainerView",
+    "Demand",
+    "InvalidJob",
+    "JobPlugin",
+    "OperatorContext",
+    "PodView",
+    "Problem",
+    "Progress",
+    "ReplicaCounts",
+    "RunPolicyView",
+]
+
+Obj = dict[str, Any]
+M = TypeVar("M")
+
+#: Every child object Lattice creates carries this label (value "true"); informers select on it.
+MANAGED_LABEL = "lattice.breezeml.ai/managed"
+#: ``RESOURCE_SCHEDULING_UNIT`` value meaning "one replica takes one whole node".
+NODE_UNIT = "node"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatorContext:
+    """Operator-wide settings and cluster facts the plugins read (values, never clients).
+
+    ``priority_classes`` maps PriorityClass names to values; ``default_priority`` is the value of
+    the globalDefault PriorityClass (0 when there is none). ``runtimes`` maps
+    ``"TrainingRuntime/<ns>/<name>"`` and ``"ClusterTrainingRuntime//<name>"`` to raw objects.
+    """
+
+    scheduling_unit: str = NODE_UNIT
+    node_selector: tuple[tuple[str, str], ...] = ()
+    rdzv_backend: str = ""
+    rdzv_service_endpoint: str = ""
+    rdzv_service_port: str = ""
+    checkpoint_type: str = "remote"
+    checkpoint_service_endpoint: str = ""
+    checkpoint_service_port: str = ""
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    default_priority: int = 0
+    runtimes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def node_mode(self) -> bool:
+        """Whether a replica takes one whole node (``RESOURCE_SCHEDULING_UNIT=node``)."""
+        return self.scheduling_unit == NODE_UNIT
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One reason a job is invalid: the field path (``spec.replicaSpecs...``) and the rule."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class InvalidJob(Exception):
+    """Raised by ``parse`` for a job the operator cannot run; carries every problem found."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Demand:
+    """What the scheduler needs from one job (see ``lattice.scheduler.core.types.JobView``)."""
+
+    priority: int = 0
+    min_size: int = 1
+    max_size: int = 1
+    fixed_pods: tuple[int, ...] = ()
+    replica_units: int = 1
+    suspended: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunPolicyView:
+    """The kind's run policy, normalised (Kubeflow ``runPolicy`` semantics)."""
+
+    clean_pod_policy: str = "None"  # All | Running | None
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    backoff_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Children:
+    """The desired child objects of a job, as complete manifests."""
+
+    pods: tuple[Obj, ...] = ()
+    services: tuple[Obj, ...] = ()
+    config_maps: tuple[Obj, ...] = ()
+    secrets: tuple[Obj, ...] = ()
+
+
+class ContainerView(Protocol):
+    """One container's observed state (``lattice.runtime.projections.ContainerInfo``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def restart_count(self) -> int: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def last_exit_code(self) -> int | None: ...
+
+
+class PodView(Protocol):
+    """One observed child pod (``lattice.runtime.projections.PodInfo``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def disruption(self) -> str | None: ...
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def node_name(self) -> str | None: ...
+    @property
+    def replica_type(self) -> str | None: ...
+    @property
+    def replica_index(self) -> int | None: ...
+    @property
+    def containers(self) -> Sequence[ContainerView]: ...
+    @property
+    def creation_timestamp(self) -> datetime | None: ...
+    @property
+    def deletion_timestamp(self) -> datetime | None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaCounts:
+    """Kubeflow ``replicaStatuses[type]``: pods active, succeeded and failed."""
+
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    """The kind's status rules applied to the observed pods.
+
+    ``running``: every desired pod is running (the Running condition). ``succeeded`` /
+    ``failed`` (a message) end the job. ``restarting``: failed pods are being recreated
+    (``recreate`` names them; the reconciler deletes them and counts a restart against
+    ``backoffLimit``). ``replicas`` feeds ``replicaStatuses``.
+    """
+
+    replicas: Mapping[str, ReplicaCounts] = field(default_factory=dict)
+    running: bool = False
+    succeeded: bool = False
+    failed: str | None = None
+    failed_reason: str | None = None
+    restarting: bool = False
+    recreate: tuple[str, ...] = ()
+
+
+class JobPlugin(Protocol[M]):
+    """One job kind. Implementations are stateless; the registry holds one instance per kind."""
+
+    @property
+    def resource(self) -> Resource:
+        """Group, version, kind and plural of the job's custom resource."""
+        ...
+
+    @property
+    def scheduling_path(self) -> tuple[str, ...]:
+        """Path of the scheduler's state block: ``("status",)`` or ``("status", "lattice")``."""
+        ...
+
+    @property
+    def exec_path(self) -> tuple[str, ...]:
+        """Path of the Kubeflow execution status, e.g. ``("status", "execStatus")``."""
+        ...
+
+    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> M:
+        """The typed job, or :class:`InvalidJob` naming each field and rule broken."""
+        ...
+
+    def demand(self, job: M, ctx: OperatorContext) -> Demand:
+        """Priority, size range and units the scheduler works with."""
+        ...
+
+    def run_policy(self, job: M) -> RunPolicyView:
+        """Clean-up, TTL, deadline and retry policy of the job."""
+        ...
+
+    def children(self, job: M, *, size: int, ctx: OperatorContext) -> Children:
+        """Every child object the job should have at ``size``."""
+        ...
+
+    def progress(self, job: M, *, size: int, pods: Sequence[PodView]) -> Progress:
+        """The kind's status rules over the observed, non-deleted pods of the job."""
+        ...

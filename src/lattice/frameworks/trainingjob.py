@@ -1,0 +1,415 @@
+"""The TrainingJob (``breezeml.ai/v1``) plugin: validation, demand, pods, env and status rules.
+
+Contract (see ``lattice.frameworks.base`` for the protocol):
+
+- **Parse.** ``TrainingJob.model_validate``; pydantic errors become :class:`Problem` values with
+  camelCase paths (``spec.replicaSpecs.template.spec.containers[0].name``). Operator-side rules:
+  ``metadata.name`` is a DNS-1035 label short enough for ``<name>-worker-<maxSize-1>`` to be a
+  Service name (at most 63 characters); ``minSize <= maxSize``; the template has a container and
+  the first is named ``trainingjob``; ``injectLattice`` needs an explicit ``command``; outside
+  node mode, the scheduling unit's quantities in the template parse.
+- **Demand.** ``spec.priority``, ``[minSize, maxSize]``, no fixed pods, suspended by
+  ``runPolicy.suspend``. One replica costs 1 unit in node mode, else the sum over the template's
+  containers of ``requests[<unit>]`` (``limits`` when no request), or 1 when that sum is 0.
+- **Children** at size ``n``: pods and headless Services ``<job>-worker-<i>``, ``i < n``, labelled
+  by ``pods.replica_labels`` (``job-role: master`` on worker 0), owned by the job, with the
+  operator's node selector merged and, in node mode, the one-replica-per-node anti-affinity.
+  ``restartPolicy`` comes from ``replicaSpecs.restartPolicy`` (ExitCode runs as Never) and is
+  Never with ``injectLattice``. ``schedulerName`` is left as the template has it.
+- **Env** on the ``trainingjob`` container (our names replace the user's, others are kept):
+  ``WORLD_SIZE=n``, ``RANK=i``, ``MASTER_ADDR=<job>-worker-0``, ``MASTER_PORT`` (the container
+  port named ``trainingjob-port``, else 23456); torchrun's ``PET_NNODES=<min>:<max>``,
+  ``PET_NODE_RANK=i``, ``PET_RDZV_ID=<job uid>``, ``PET_RDZV_BACKEND`` and ``PET_RDZV_ENDPOINT``:
+  ``etcd-v2`` at ``RDZV_SERVICE_ENDPOINT[:RDZV_SERVICE_PORT]`` when ``RDZV_BACKEND`` is ``etcd``
+  and an endpoint is set, otherwise ``c10d`` at ``<job>-worker-0:<MASTER_PORT>`` (worker 0 hosts
+  the store); ``PET_MAX_RESTARTS=100`` unless the user set it (a shrink fails the survivors'
+  workers once); and the seed operator's ``LATTICE_FRAMEWORK``, ``LATTICE_NNODES``,
+  ``LATTICE_RDZV_ID``, ``LATTICE_RDZV_BACKEND`` / ``LATTICE_RDZV_CLIENT_SERVICE_HOST`` /
+  ``LATTICE_RDZV_CLIENT_SERVICE_PORT`` (when configured), ``LATTICE_CHECKPOINT_TYPE``,
+  ``LATTICE_CHECKPOINT_CONFIG`` and, for pytorch, ``LATTICE_AUTOPATCH=torch``.
+- **injectLattice** runs the user's command under torchrun; the args are left untouched::
+
+      command: [<py>, -m, torch.distributed.run, --nnodes=$(PET_NNODES),
+                --rdzv_backend=$(PET_RDZV_BACKEND), --rdzv_endpoint=$(PET_RDZV_ENDPOINT),
+                --rdzv_id=$(PET_RDZV_ID), --max_restarts=$(PET_MAX_RESTARTS),
+                --no_python, <user command...>]
+      args:    <user args...>
+
+  so ``command: [python]``, ``args: [-u, main.py]`` runs ``python -u main.py`` in each local
+  worker. ``<py>`` is the user's interpreter when the command starts with ``python*``, else
+  ``python``. Kubernetes expands ``$(VAR)`` from the env above. A command that already starts
+  torchrun (``torchrun`` or ``python -m torch.distributed.run``) is not wrapped again.
+- **Progress** over the ``worker`` pods with index < size and no deletion timestamp:
+  ``replicas["Worker"]`` counts active (not Succeeded/Failed), succeeded and failed pods;
+  ``running`` when every index < size has a Running pod. A Failed pod is *recreated* if it was
+  evicted or disruption-targeted (always), under ExitCode when its code is 128+ or unknown, and
+  under OnFailure/Always (a pod-level failure the kubelet will not restart); otherwise (Never,
+  ExitCode 1-127) it *fails* the job, naming the pod and exit code. Failure wins; else the job
+  has *succeeded* when worker 0 Succeeded (torchrun's agents exit together, and worker 0 hosts
+  the c10d store, so its success is the job's); else ``restarting`` when pods are recreated.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from lattice.api.common import RestartPolicy
+from lattice.api.constants import (
+    REPLICA_WORKER,
+    TRAININGJOB,
+    TRAININGJOB_CONTAINER_NAME,
+    TRAININGJOB_PORT_NAME,
+    Resource,
+)
+from lattice.api.trainingjob import TrainingJob, TrainingJobFramework
+from lattice.frameworks.base import (
+    Children,
+    Demand,
+    InvalidJob,
+    OperatorContext,
+    PodView,
+    Problem,
+    Progress,
+    ReplicaCounts,
+    RunPolicyView,
+)
+from lattice.frameworks.pods import (
+    child_name,
+    container_port,
+    container_units,
+    exit_code,
+    headless_service,
+    must_recreate,
+    owner_reference,
+    pod_manifest,
+    pod_restart_policy,
+    replica_labels,
+    replica_selector,
+    service_ports,
+    unit_problems,
+    validation_problems,
+    with_env,
+    with_exclusive_node,
+    with_node_selector,
+)
+
+__all__ = [
+    "DEFAULT_MAX_RESTARTS",
+    "DEFAULT_PORT",
+    "OPERATOR_NAME",
+    "TrainingJobPlugin",
+    "rendezvous",
+    "torchrun_command",
+]
+
+Obj = dict[str, Any]
+
+#: ``training.kubeflow.org/operator-name`` of TrainingJob children (the seed's controller name).
+OPERATOR_NAME = "trainingjob-reconciler"
+#: Rendezvous/master port when the container declares no ``trainingjob-port`` (PyTorchJob's).
+DEFAULT_PORT = 23456
+#: torchrun restarts per job, unless the user sets ``PET_MAX_RESTARTS``.
+DEFAULT_MAX_RESTARTS = 100
+
+_WORKER = REPLICA_WORKER.lower()
+_CONTAINERS = "spec.replicaSpecs.template.spec.containers"
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_MAX_NAME = 63
+_PYTHON = re.compile(r"^python[0-9.]*$")
+_TORCHRUN_FLAGS = (
+    "--nnodes=$(PET_NNODES)",
+    "--rdzv_backend=$(PET_RDZV_BACKEND)",
+    "--rdzv_endpoint=$(PET_RDZV_ENDPOINT)",
+    "--rdzv_id=$(PET_RDZV_ID)",
+    "--max_restarts=$(PET_MAX_RESTARTS)",
+    "--no_python",
+)
+
+
+def torchrun_command(command: Sequence[str]) -> list[str]:
+    """The injectLattice ``command``: ``command`` run by torchrun (see the module docstring)."""
+    cmd = [str(c) for c in command]
+    if not cmd:
+        return cmd
+    head = posixpath.basename(cmd[0])
+    if head == "torchrun":
+        return cmd
+    if _PYTHON.match(head):
+        if cmd[1:3] in (["-m", "torch.distributed.run"], ["-m", "torch.distributed.launch"]):
+            return cmd
+        interpreter = cmd[0]
+    else:
+        interpreter = "python"
+    return [interpreter, "-m", "torch.distributed.run", *_TORCHRUN_FLAGS, *cmd]
+
+
+def rendezvous(job_name: str, port: int, ctx: OperatorContext) -> tuple[str, str]:
+    """``(PET_RDZV_BACKEND, PET_RDZV_ENDPOINT)`` for the job."""
+    if ctx.rdzv_backend in ("etcd", "etcd-v2") and ctx.rdzv_service_endpoint:
+        endpoint = ctx.rdzv_service_endpoint
+        if ctx.rdzv_service_port:
+            endpoint += f":{ctx.rdzv_service_port}"
+        return "etcd-v2", endpoint
+    return "c10d", f"{child_name(job_name, REPLICA_WORKER, 0)}:{port}"
+
+
+def _containers(job: TrainingJob) -> list[Obj]:
+    spec = job.spec.replica_specs.template.get("spec") or {}
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    return list(containers) if isinstance(containers, list) else []
+
+
+def _restart_policy(job: TrainingJob) -> RestartPolicy:
+    if job.spec.inject_lattice:
+        return RestartPolicy.NEVER
+    return job.spec.replica_specs.restart_policy or RestartPolicy.NEVER
+
+
+class TrainingJobPlugin:
+    """``JobPlugin[TrainingJob]``: stateless; see the module docstring for every rule."""
+
+    @property
+    def resource(self) -> Resource:
+        return TRAININGJOB
+
+    @property
+    def scheduling_path(self) -> tuple[str, ...]:
+        return ("status",)
+
+    @property
+    def exec_path(self) -> tuple[str, ...]:
+        return ("status", "execStatus")
+
+    # ----------------------------------------------------------------------- parse
+
+    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> TrainingJob:
+        try:
+            job = TrainingJob.model_validate(obj)
+        except ValidationError as exc:
+            raise InvalidJob(validation_problems(exc)) from None
+        problems = _problems(job, ctx)
+        if problems:
+            raise InvalidJob(problems)
+        return job
+
+    # ----------------------------------------------------------------------- scheduling
+
+    def demand(self, job: TrainingJob, ctx: OperatorContext) -> Demand:
+        units = 1
+        if not ctx.node_mode:
+            units = container_units(_containers(job), ctx.scheduling_unit) or 1
+        return Demand(
+            priority=job.spec.priority,
+            min_size=job.spec.min_size,
+            max_size=job.spec.max_size,
+            fixed_pods=(),
+            replica_units=units,
+            suspended=job.spec.run_policy.suspend,
+        )
+
+    def run_policy(self, job: TrainingJob) -> RunPolicyView:
+        policy = job.spec.run_policy
+        return RunPolicyView(
+            clean_pod_policy=policy.clean_pod_policy.value,
+            ttl_seconds_after_finished=policy.ttl_seconds_after_finished,
+            active_deadline_seconds=policy.active_deadline_seconds,
+            backoff_limit=policy.backoff_limit,
+        )
+
+    # ----------------------------------------------------------------------- children
+
+    def children(self, job: TrainingJob, *, size: int, ctx: OperatorContext) -> Children:
+        if size <= 0:
+            return Children()
+        name = job.metadata.name or ""
+        namespace = job.metadata.namespace
+        owner = owner_reference(
+            api_version=TRAININGJOB.api_version,
+            kind=TRAININGJOB.kind,
+            name=name,
+            uid=job.metadata.uid or "",
+        )
+        template = job.spec.replica_specs.template
+        containers = _containers(job)
+        main = containers[0]
+        port = container_port(main, TRAININGJOB_PORT_NAME) or DEFAULT_PORT
+        ports = service_ports(main, default_name=TRAININGJOB_PORT_NAME, default_port=DEFAULT_PORT)
+        base = dict(template.get("spec") or {})
+        base["restartPolicy"] = pod_restart_policy(_restart_policy(job).value)
+        base = with_node_selector(base, ctx.node_selector)
+        if ctx.node_mode:
+            base = with_exclusive_node(base)
+        command = torchrun_command(main["command"]) if job.spec.inject_lattice else None
+        shared = _shared_env(job, port=port, ctx=ctx)
+        pods: list[Obj] = []
+        services: list[Obj] = []
+        for index in range(size):
+            pod_name = child_name(name, REPLICA_WORKER, index)
+            ours = [
+                ("WORLD_SIZE", str(size)),
+                ("RANK", str(index)),
+                *shared,
+                ("PET_NODE_RANK", str(index)),
+            ]
+            container = with_env(main, ours, defaults=[("PET_MAX_RESTARTS", _MAX_RESTARTS)])
+            if command is not None:
+                container["command"] = command
+            labels = replica_labels(
+                job_name=name,
+                replica_type=REPLICA_WORKER,
+                index=index,
+                operator_name=OPERATOR_NAME,
+                master=index == 0,
+            )
+            pods.append(
+                pod_manifest(
+                    name=pod_name,
+                    namespace=namespace,
+                    template=template,
+                    labels=labels,
+                    owner=owner,
+                    spec={**base, "containers": [container, *containers[1:]]},
+                )
+            )
+            selector = replica_selector(job_name=name, replica_type=REPLICA_WORKER, index=index)
+            services.append(
+                headless_service(
+                    name=pod_name,
+                    namespace=namespace,
+                    labels=labels,
+                    selector=selector,
+                    ports=ports,
+                    owner=owner,
+                )
+            )
+        return Children(pods=tuple(pods), services=tuple(services))
+
+    # ----------------------------------------------------------------------- status
+
+    def progress(self, job: TrainingJob, *, size: int, pods: Sequence[PodView]) -> Progress:
+        workers = sorted(
+            (
+                p
+                for p in pods
+                if p.deletion_timestamp is None
+                and p.replica_type == _WORKER
+                and p.replica_index is not None
+                and p.replica_index < size
+            ),
+            key=lambda p: (p.replica_index or 0, p.name),
+        )
+        failed = [p for p in workers if p.phase == "Failed"]
+        counts = ReplicaCounts(
+            active=sum(1 for p in workers if p.phase not in ("Succeeded", "Failed")),
+            succeeded=sum(1 for p in workers if p.phase == "Succeeded"),
+            failed=len(failed),
+        )
+        replicas = {REPLICA_WORKER: counts}
+        running_indexes = {p.replica_index for p in workers if p.phase == "Running"}
+        running = size > 0 and all(i in running_indexes for i in range(size))
+        policy = _restart_policy(job)
+        recreate: list[str] = []
+        for pod in failed:
+            code = exit_code(pod, TRAININGJOB_CONTAINER_NAME)
+            if must_recreate(pod, policy.value, code):
+                recreate.append(pod.name)
+                continue
+            return Progress(
+                replicas=replicas,
+                running=running,
+                failed=_failure_message(pod, policy, code),
+                failed_reason=f"{TRAININGJOB.kind}Failed",
+            )
+        if any(p.replica_index == 0 and p.phase == "Succeeded" for p in workers):
+            return Progress(replicas=replicas, running=running, succeeded=True)
+        return Progress(
+            replicas=replicas,
+            running=running,
+            restarting=bool(recreate),
+            recreate=tuple(recreate),
+        )
+
+
+_MAX_RESTARTS = str(DEFAULT_MAX_RESTARTS)
+
+
+def _shared_env(job: TrainingJob, *, port: int, ctx: OperatorContext) -> list[tuple[str, str]]:
+    """The variables every worker of the job gets (rank-independent)."""
+    name = job.metadata.name or ""
+    uid = job.metadata.uid or ""
+    nnodes = f"{job.spec.min_size}:{job.spec.max_size}"
+    backend, endpoint = rendezvous(name, port, ctx)
+    env = [
+        ("MASTER_ADDR", child_name(name, REPLICA_WORKER, 0)),
+        ("MASTER_PORT", str(port)),
+        ("PET_NNODES", nnodes),
+        ("PET_RDZV_ID", uid),
+        ("PET_RDZV_BACKEND", backend),
+        ("PET_RDZV_ENDPOINT", endpoint),
+        ("LATTICE_FRAMEWORK", job.spec.framework.value),
+        ("LATTICE_NNODES", nnodes),
+        ("LATTICE_RDZV_ID", uid),
+    ]
+    optional = (
+        ("LATTICE_RDZV_BACKEND", ctx.rdzv_backend),
+        ("LATTICE_RDZV_CLIENT_SERVICE_HOST", ctx.rdzv_service_endpoint),
+        ("LATTICE_RDZV_CLIENT_SERVICE_PORT", ctx.rdzv_service_port),
+    )
+    env += [(k, v) for k, v in optional if v]
+    checkpoint = ctx.checkpoint_type or "remote"
+    if checkpoint == "local":
+        config = f"root=/tmp/{uid}"
+    else:
+        config = f"job_id={uid}"
+        if ctx.checkpoint_service_endpoint:
+            config += f",ckpt_service_endpoint={ctx.checkpoint_service_endpoint}"
+        if ctx.checkpoint_service_port:
+            config += f",ckpt_service_port={ctx.checkpoint_service_port}"
+    env += [("LATTICE_CHECKPOINT_TYPE", checkpoint), ("LATTICE_CHECKPOINT_CONFIG", config)]
+    if job.spec.framework == TrainingJobFramework.PYTORCH:
+        env.append(("LATTICE_AUTOPATCH", "torch"))
+    return env
+
+
+def _problems(job: TrainingJob, ctx: OperatorContext) -> list[Problem]:
+    """The operator-side rules the schema cannot express."""
+    spec, name = job.spec, job.metadata.name or ""
+    problems: list[Problem] = []
+    last = child_name(name, REPLICA_WORKER, spec.max_size - 1)
+    if not _DNS1035.match(name):
+        why = "must be a DNS-1035 label (lower-case letters, digits and '-', starting with a "
+        why += f"letter): it names the workers' Services, got {name!r}"
+        problems.append(Problem("metadata.name", why))
+    elif len(last) > _MAX_NAME:
+        why = f"too long: worker Service {last!r} would exceed {_MAX_NAME} characters"
+        problems.append(Problem("metadata.name", why))
+    if spec.min_size > spec.max_size:
+        why = f"must be less than or equal to spec.maxSize ({spec.max_size}), got {spec.min_size}"
+        problems.append(Problem("spec.minSize", why))
+    containers = _containers(job)
+    if not containers or not all(isinstance(c, Mapping) for c in containers):
+        return [*problems, Problem(_CONTAINERS, "must be a non-empty list of containers")]
+    first = containers[0]
+    if first.get("name") != TRAININGJOB_CONTAINER_NAME:
+        why = f'must be "{TRAININGJOB_CONTAINER_NAME}", got "{first.get("name", "")}"'
+        problems.append(Problem(f"{_CONTAINERS}[0].name", why))
+    command = first.get("command")
+    if spec.inject_lattice and not (isinstance(command, list) and command):
+        why = "required when spec.injectLattice is true: the image's own entrypoint cannot be "
+        problems.append(Problem(f"{_CONTAINERS}[0].command", why + "wrapped"))
+    if not ctx.node_mode:
+        problems += unit_problems(containers, ctx.scheduling_unit, field=_CONTAINERS)
+    return problems
+
+
+def _failure_message(pod: PodView, policy: RestartPolicy, code: int | None) -> str:
+    if code:
+        what = f"exited with code {code}"
+    else:
+        what = "failed" + (f" ({pod.reason})" if pod.reason else "")
+    return f"worker pod {pod.name} {what} (restartPolicy {policy.value})"

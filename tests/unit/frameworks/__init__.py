@@ -1,0 +1,1 @@
+"""Unit tests of the per-kind framework plugins and their shared pod helpers."""
