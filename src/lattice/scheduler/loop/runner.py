@@ -1,0 +1,432 @@
+"""The scheduler loop: the thin impure shell that feeds the pure core and persists its plan.
+
+Contract:
+- **A pass** (:meth:`SchedulerLoop.run_once`): build a ``Snapshot`` from the informer caches
+  (:mod:`lattice.scheduler.loop.snapshot`), run ``schedule(snapshot, now)`` with ``now`` truncated
+  to the second, then write each job's scheduler block through a JSON merge patch of the status
+  subresource at ``plugin.scheduling_path``, carrying ``metadata.resourceVersion``. Only status is
+  written: the kind reconcilers turn ``currentSize`` into pods. Writes run concurrently, at most
+  ``concurrency`` at a time. After each successful write the decision's events are recorded;
+  a ``Conflict``/``NotFound`` (or any other failure) skips that job and schedules another pass
+  ``retry_delay`` seconds later.
+- **What is written**: a job is patched when its decision changed persisted state other than
+  accounting (``plan.changed(key, include_accounting=False)``), or when the persisted
+  ``queuePosition`` differs from the plan's (``lastDecision`` rides along with other changes
+  only: the reason's wording alone never costs a write). The patch always carries every
+  scheduler field, accounting included. An accounting-only change (``attainedService``,
+  ``serviceUpdatedTime`` of a running job) is flushed when the plan's ``serviceUpdatedTime`` is at
+  least ``accounting_flush`` (60 s) past the persisted one; passes are not scheduled just for
+  that. Service accrues from the persisted pair at the persisted size, and every size change is
+  written, so a restarted operator computes the same service (and the same decisions) anyway.
+- **Read-your-writes**: the patched object returned by each write stands in for the cached one
+  while the cache still shows a version that write superseded (the one it was based on, or an
+  earlier write of ours), so a pass that runs before the watch delivers our own writes neither
+  re-decides nor conflicts. Any other version in the cache (someone else wrote) wins.
+- **Triggers** (informer handlers registered by :meth:`run`): any add or delete of a job, node
+  or one of our pods; an update that changes the object's ``*_signature`` (see
+  :mod:`~lattice.scheduler.loop.snapshot`: updates of the scheduler's own fields, node heartbeats
+  and pod status noise do not trigger); a foreign pod that takes capacity (``takes_capacity``)
+  appearing, changing or going. Plus the plan's ``next_wakeup`` (rounded up to the second), the
+  retry timer, and a ``resync_period`` safety net.
+- **Coalescing**: ``trigger()`` only sets a flag. The loop waits for the flag or a timer, clears
+  the flag, then runs one pass; triggers during a pass cause exactly one more pass.
+- **Metrics**: pass duration, ``decisions_total{type=<event reason>}`` and
+  ``preemptions_total`` (``Preempted`` events) for written decisions, ``lattice_jobs{kind,stage}``
+  for every (enabled kind, stage) each pass (stage "" shows as ``New``), capacity total/used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from lattice.clock import Clock
+from lattice.frameworks.base import JobPlugin, OperatorContext
+from lattice.kube import ApiError, Conflict, KubeClient, NotFound, Resource
+from lattice.runtime.events import EventRecorder, ObjectRef
+from lattice.runtime.informer import Informer
+from lattice.runtime.metrics import Metrics
+from lattice.runtime.projections import OWNER_INDEX, ForeignPodUsage, NodeInfo, PodInfo, owner_key
+from lattice.runtime.store import split_key
+from lattice.scheduler.core import (
+    Decision,
+    JobView,
+    Plan,
+    Preempted,
+    SchedulerConfig,
+    Snapshot,
+    Stage,
+    schedule,
+)
+from lattice.scheduler.loop.context import ContextSource
+from lattice.scheduler.loop.snapshot import (
+    Invalid,
+    ceil_second,
+    floor_now,
+    get_path,
+    job_signature,
+    job_view,
+    node_signature,
+    node_views,
+    pod_signature,
+    status_fields,
+    status_patch,
+    takes_capacity,
+)
+
+__all__ = ["STAGE_LABELS", "SchedulerLoop"]
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+
+#: ``lattice_jobs`` stage label values set every pass ("" is shown as ``New``).
+STAGE_LABELS: tuple[str, ...] = (
+    "New",
+    Stage.WAITING,
+    Stage.RUNNING,
+    Stage.REQUEUE_COOLDOWN,
+    Stage.COMPLETED,
+    Stage.WRONG,
+    "Cancelled",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    kind: str
+    plugin: JobPlugin[Any]
+    resource: Resource
+    obj: Mapping[str, Any]
+    view: JobView
+    previous: Mapping[str, Any]
+    #: The cached versions ``obj`` supersedes (our writes the watch has not delivered yet).
+    stale: frozenset[str]
+
+
+def _stage_label(stage: str) -> str:
+    return stage or "New"
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class SchedulerLoop:
+    """Runs scheduler passes over the informer caches when something relevant changes."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        clock: Clock,
+        metrics: Metrics,
+        recorder: EventRecorder,
+        plugins: Mapping[str, JobPlugin[Any]],
+        jobs: Mapping[str, Informer[Obj]],
+        pods: Informer[PodInfo],
+        foreign_pods: Informer[ForeignPodUsage],
+        nodes: Informer[NodeInfo],
+        context: ContextSource,
+        config: SchedulerConfig,
+        concurrency: int = 16,
+        accounting_flush: float = 60.0,
+        retry_delay: float = 1.0,
+        resync_period: float | None = 300.0,
+    ) -> None:
+        missing = [kind for kind in plugins if kind not in jobs]
+        if missing:
+            raise ValueError(f"no job informer for kinds {missing}")
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._client = client
+        self._clock = clock
+        self._metrics = metrics
+        self._recorder = recorder
+        self._plugins = dict(plugins)
+        self._jobs = dict(jobs)
+        self._pods = pods
+        self._foreign_pods = foreign_pods
+        self._nodes = nodes
+        self._context = context
+        self._config = config
+        self._concurrency = concurrency
+        self._flush = timedelta(seconds=accounting_flush)
+        self._retry_delay = retry_delay
+        self._resync = resync_period
+        # Static part of the context, for the trigger filters (unit and selector never change).
+        self._static = OperatorContext(
+            scheduling_unit=context.scheduling_unit, node_selector=context.node_selector
+        )
+        self._dirty = asyncio.Event()
+        self._idle = False
+        self._wakeup: datetime | None = None
+        self._retry_at: float | None = None
+        self._last_pass: float | None = None
+        self._written: dict[str, tuple[frozenset[str], Obj]] = {}
+        self._stage_labels: set[tuple[str, str]] = {
+            (kind, stage) for kind in self._plugins for stage in STAGE_LABELS
+        }
+        #: Passes run so far and the last plan (for tests and debugging).
+        self.passes = 0
+        self.last_plan: Plan | None = None
+
+    # --- triggering ----------------------------------------------------------------------------
+
+    def trigger(self) -> None:
+        """Ask for a pass soon. Never blocks; any number of calls before it starts yield one."""
+        self._dirty.set()
+
+    @property
+    def pending(self) -> bool:
+        """Whether a pass has been asked for and not started yet."""
+        return self._dirty.is_set()
+
+    @property
+    def idle(self) -> bool:
+        """Whether :meth:`run` is parked, waiting for a trigger or a timer."""
+        return self._idle
+
+    def _on_job(self, plugin: JobPlugin[Any]) -> Callable[[str, Obj | None, Obj | None], None]:
+        def handler(event_type: str, old: Obj | None, new: Obj | None) -> None:
+            if (
+                old is None
+                or new is None
+                or job_signature(old, plugin) != job_signature(new, plugin)
+            ):
+                self.trigger()
+
+        return handler
+
+    def _on_pod(self, event_type: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        if old is None or new is None or pod_signature(old) != pod_signature(new):
+            self.trigger()
+
+    def _on_foreign(
+        self, event_type: str, old: ForeignPodUsage | None, new: ForeignPodUsage | None
+    ) -> None:
+        ctx = self._static
+        if any(u is not None and takes_capacity(u, ctx) for u in (old, new)):
+            self.trigger()
+
+    def _on_node(self, event_type: str, old: NodeInfo | None, new: NodeInfo | None) -> None:
+        ctx = self._static
+        if old is None or new is None or node_signature(old, ctx) != node_signature(new, ctx):
+            self.trigger()
+
+    def _register(self) -> list[Callable[[], None]]:
+        removers = [
+            self._jobs[kind].add_handler(self._on_job(plugin))
+            for kind, plugin in self._plugins.items()
+        ]
+        removers.append(self._pods.add_handler(self._on_pod))
+        removers.append(self._foreign_pods.add_handler(self._on_foreign))
+        removers.append(self._nodes.add_handler(self._on_node))
+        return removers
+
+    # --- running -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Register the handlers and run passes until cancelled."""
+        removers = self._register()
+        self.trigger()
+        log.info("scheduler.started", kinds=list(self._plugins), strategy=self._config.strategy)
+        try:
+            while True:
+                await self._wait()
+                self._dirty.clear()
+                try:
+                    await self.run_once()
+                except Exception:
+                    log.exception("scheduler.pass_failed")
+                    self._retry_at = self._clock.monotonic() + self._retry_delay
+        finally:
+            for remove in removers:
+                remove()
+
+    def _timeout(self) -> float | None:
+        """Seconds until the earliest timer (plan wakeup, retry, resync); None: no timer."""
+        clock = self._clock
+        timeouts: list[float] = []
+        if self._wakeup is not None:
+            timeouts.append((ceil_second(self._wakeup) - clock.now()).total_seconds())
+        if self._retry_at is not None:
+            timeouts.append(self._retry_at - clock.monotonic())
+        if self._resync is not None and self._last_pass is not None:
+            timeouts.append(self._last_pass + self._resync - clock.monotonic())
+        return min(timeouts) if timeouts else None
+
+    async def _wait(self) -> None:
+        if self._dirty.is_set():
+            return
+        timeout = self._timeout()
+        if timeout is not None and timeout <= 0:
+            return
+        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._dirty.wait())}
+        if timeout is not None:
+            waiters.add(asyncio.ensure_future(self._clock.sleep(timeout)))
+        self._idle = True
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._idle = False
+            for waiter in waiters:
+                waiter.cancel()
+            await asyncio.gather(*waiters, return_exceptions=True)
+
+    # --- one pass ------------------------------------------------------------------------------
+
+    def _current(self, plan_key: str, cached: Obj) -> tuple[Obj, frozenset[str]]:
+        """Our last write of the object while the cache still shows an older version of ours.
+
+        Returns the object to use and the versions it supersedes.
+        """
+        rv = _rv(cached)
+        written = self._written.get(plan_key)
+        if written is not None:
+            stale, patched = written
+            if rv in stale:
+                return patched, stale
+            del self._written[plan_key]
+        return cached, frozenset((rv,))
+
+    def _collect(
+        self, ctx: OperatorContext, stages: Counter[tuple[str, str]]
+    ) -> tuple[dict[str, _Entry], int]:
+        entries: dict[str, _Entry] = {}
+        invalid = 0
+        pods = self._pods.store
+        for kind, plugin in self._plugins.items():
+            informer = self._jobs[kind]
+            for store_key, cached in informer.store.items():
+                namespace, name = split_key(store_key)
+                obj, stale = self._current(f"{kind}/{namespace}/{name}", cached)
+                owned = pods.by_index(OWNER_INDEX, owner_key(kind, namespace, name))
+                view = job_view(kind, plugin, obj, owned, ctx)
+                previous = get_path(obj, plugin.scheduling_path)
+                if isinstance(view, Invalid):
+                    invalid += 1
+                    stage = previous.get("stage")
+                    stages[kind, _stage_label(stage if isinstance(stage, str) else "")] += 1
+                    continue
+                entries[view.key] = _Entry(
+                    kind, plugin, informer.resource, obj, view, previous, stale
+                )
+        for key in [k for k in self._written if k not in entries]:
+            del self._written[key]
+        return entries, invalid
+
+    def _needs_write(self, plan: Plan, entry: _Entry) -> bool:
+        decision = plan[entry.view.key]
+        if plan.changed(decision.key, include_accounting=False):
+            return True
+        previous = entry.previous
+        if previous.get("queuePosition") != decision.queue_position:
+            return True
+        if not decision.changed:
+            return False
+        last, new = entry.view.service_updated_at, decision.service_updated_at
+        return last is None or new is None or new - last >= self._flush
+
+    async def run_once(self) -> Plan:
+        """One pass: snapshot, decide, write, record events and metrics. Returns the plan."""
+        started = self._clock.monotonic()
+        self._retry_at = None
+        now = floor_now(self._clock.now())
+        ctx = self._context.current()
+        stages: Counter[tuple[str, str]] = Counter()
+        nodes = node_views(self._nodes.store.list(), self._foreign_pods.store.list(), ctx)
+        entries, invalid = self._collect(ctx, stages)
+        log.debug("scheduler.snapshot", nodes=len(nodes), jobs=len(entries), invalid=invalid)
+        snapshot = Snapshot(
+            nodes=nodes, jobs=tuple(e.view for e in entries.values()), config=self._config
+        )
+        plan = schedule(snapshot, now)
+        todo = [e for e in entries.values() if self._needs_write(plan, e)]
+        log.debug(
+            "scheduler.decided",
+            now=now.isoformat(),
+            writes=len(todo),
+            capacity_total=plan.capacity_total,
+            capacity_used=plan.capacity_used,
+            next_wakeup=None if plan.next_wakeup is None else plan.next_wakeup.isoformat(),
+        )
+        gate = asyncio.Semaphore(self._concurrency)
+        results = await asyncio.gather(*(self._write(e, plan[e.view.key], now, gate) for e in todo))
+        failed = results.count(False)
+        if failed:
+            self._retry_at = self._clock.monotonic() + self._retry_delay
+        for entry in entries.values():
+            stages[entry.kind, _stage_label(plan[entry.view.key].stage)] += 1
+        self._observe(plan, stages, seconds=self._clock.monotonic() - started)
+        self._wakeup = plan.next_wakeup
+        self._last_pass = self._clock.monotonic()
+        self.passes += 1
+        self.last_plan = plan
+        (log.info if todo else log.debug)(
+            "scheduler.pass",
+            passes=self.passes,
+            jobs=len(entries),
+            written=len(todo) - failed,
+            failed=failed,
+            seconds=round(self._clock.monotonic() - started, 6),
+        )
+        return plan
+
+    async def _write(
+        self, entry: _Entry, decision: Decision, now: datetime, gate: asyncio.Semaphore
+    ) -> bool:
+        view, plugin = entry.view, entry.plugin
+        fields = status_fields(decision, view=view, previous=entry.previous, now=now)
+        based_on = _rv(entry.obj)
+        body = status_patch(plugin.scheduling_path, fields, resource_version=based_on)
+        async with gate:
+            try:
+                patched = await self._client.patch(
+                    entry.resource,
+                    view.name,
+                    body,
+                    namespace=view.namespace,
+                    subresource="status",
+                )
+            except (Conflict, NotFound) as exc:
+                log.debug("scheduler.write_skipped", job=view.key, reason=type(exc).__name__)
+                return False
+            except ApiError as exc:
+                log.warning("scheduler.write_failed", job=view.key, error=str(exc))
+                return False
+            except Exception:
+                log.exception("scheduler.write_crashed", job=view.key)
+                return False
+        if isinstance(patched, dict) and _rv(patched):
+            self._written[view.key] = (entry.stale | {based_on}, patched)
+        self._emit(entry, decision)
+        return True
+
+    def _emit(self, entry: _Entry, decision: Decision) -> None:
+        if not decision.events:
+            return
+        view = entry.view
+        uid = str((entry.obj.get("metadata") or {}).get("uid") or "")
+        ref = ObjectRef(entry.resource.api_version, entry.kind, view.namespace, view.name, uid)
+        for event in decision.events:
+            self._recorder.record(ref, type=event.type, reason=event.reason, note=event.message)
+            self._metrics.decisions.labels(event.reason).inc()
+            if isinstance(event, Preempted) and event.beneficiary is not None:
+                self._metrics.preemptions.inc()
+            log.debug("scheduler.event", job=view.key, reason=event.reason, message=event.message)
+
+    def _observe(self, plan: Plan, stages: Counter[tuple[str, str]], *, seconds: float) -> None:
+        m = self._metrics
+        m.pass_duration.observe(seconds)
+        self._stage_labels.update(stages)
+        for kind, stage in self._stage_labels:
+            m.jobs.labels(kind, stage).set(stages.get((kind, stage), 0))
+        m.capacity.labels("total").set(plan.capacity_total)
+        m.capacity.labels("used").set(plan.capacity_used)

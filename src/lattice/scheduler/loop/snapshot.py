@@ -1,0 +1,335 @@
+"""Pure translation between the informer caches and the scheduler core's values.
+
+Contract (no I/O, no clock, no logging; every function is deterministic in its arguments):
+
+- Times: status times are RFC 3339 strings written at second precision
+  (``%Y-%m-%dT%H:%M:%SZ``). :func:`parse_time` reads any RFC 3339 string to an aware UTC
+  datetime (unparseable -> ``None``); :func:`format_time` writes one. Because only whole seconds
+  persist, the loop calls the core with :func:`floor_now` (``now`` truncated to the second):
+  what is persisted is then exactly what was decided, and a restarted operator reproduces it.
+- :func:`node_views`: a node counts when it is Ready, not ``spec.unschedulable``, has no taint
+  with effect ``NoSchedule`` or ``NoExecute`` (other taints are ignored) and carries every
+  node-selector pair as a label. *GPU mode* (``scheduling_unit`` is a resource name): free units
+  = allocatable of that resource minus the requests for it of the foreign pods bound to the node
+  (at least 0); nodes with no allocatable units are dropped. *Node mode*: one unit per node, 0
+  when a foreign pod bound to it requests an extended resource (a resource name containing
+  ``/``, e.g. ``nvidia.com/gpu``); pods requesting only cpu/memory (DaemonSets) never take a node.
+- :func:`job_view`: parse through the plugin (``InvalidJob`` -> :class:`Invalid`, which the loop
+  skips: the kind reconciler marks the job Wrong); the scheduler state is read at
+  ``plugin.scheduling_path`` (missing fields take the ``JobView`` defaults). ``finished``: stage
+  Completed, Wrong or Cancelled, a True ``Succeeded``/``Failed``/``Complete`` condition in the
+  ``conditions`` list at ``plugin.exec_path``, or a deletion in progress (a job being deleted
+  holds nothing). ``pending_since`` (read only while stage is Running): the earliest
+  ``unschedulable_since`` (else creation time) of the job's non-terminal, non-deleting pods in
+  phase Pending. Demand (priority, sizes, units, suspended) comes from ``plugin.demand``.
+- :func:`status_fields` is the inverse: the complete scheduler block (camelCase wire names of
+  ``lattice.api.common.SchedulingStatus``) persisting a ``Decision``; ``None`` values are written
+  as JSON null, which a merge patch turns into a removal. ``lastExecTime`` becomes ``now`` when
+  the size goes from 0 to more, and is carried over otherwise. ``reason``/``message`` are left to
+  the kind reconciler. :func:`status_patch` nests it at the plugin's path for a merge patch.
+- Trigger relevance: an informer update matters to the scheduler only when the object's
+  signature changes. :func:`job_signature`: uid, spec, labels, annotations and whether it is
+  finished (so the scheduler's own status writes are not a change). :func:`pod_signature`:
+  Pending/Running/terminal/other, deleting, unschedulable since. :func:`node_signature`:
+  eligibility (see above) and, in GPU mode, allocatable units (heartbeats are not a change).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from lattice.api.base import format_time as _format_time
+from lattice.api.base import parse_time as _parse_time
+from lattice.frameworks.base import InvalidJob, JobPlugin, OperatorContext
+from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
+from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
+
+__all__ = [
+    "BLOCKING_TAINT_EFFECTS",
+    "FINISHED_STAGES",
+    "TERMINAL_CONDITIONS",
+    "Invalid",
+    "ceil_second",
+    "floor_now",
+    "format_time",
+    "get_path",
+    "is_finished",
+    "job_signature",
+    "job_view",
+    "node_schedulable",
+    "node_signature",
+    "node_views",
+    "parse_time",
+    "pod_signature",
+    "status_fields",
+    "status_patch",
+    "takes_capacity",
+]
+
+BLOCKING_TAINT_EFFECTS: frozenset[str] = frozenset({"NoSchedule", "NoExecute"})
+FINISHED_STAGES: frozenset[str] = frozenset({Stage.COMPLETED, Stage.WRONG, "Cancelled"})
+TERMINAL_CONDITIONS: frozenset[str] = frozenset({"Succeeded", "Failed", "Complete"})
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+# --------------------------------------------------------------------------- time
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 string (or an aware datetime) as aware UTC; ``None`` when absent or invalid."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return _parse_time(value)
+    except ValueError:
+        return None
+
+
+def format_time(value: datetime | None) -> str | None:
+    """``%Y-%m-%dT%H:%M:%SZ`` in UTC (sub-seconds dropped); ``None`` stays ``None``."""
+    return None if value is None else _format_time(value)
+
+
+def floor_now(now: datetime) -> datetime:
+    """``now`` in UTC, truncated to the whole second (what a status time can hold)."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    return now.astimezone(UTC).replace(microsecond=0)
+
+
+def ceil_second(t: datetime) -> datetime:
+    """``t`` rounded up to the whole second (a wakeup no earlier than ``t`` on a floored clock)."""
+    return t.replace(microsecond=0) + timedelta(seconds=1) if t.microsecond else t
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+def takes_capacity(usage: ForeignPodUsage, ctx: OperatorContext) -> bool:
+    """Whether a foreign pod takes scheduling units: a node (node mode) or the unit resource."""
+    if ctx.node_mode:
+        return any("/" in name for name, units in usage.requests if units > 0)
+    return any(name == ctx.scheduling_unit and units > 0 for name, units in usage.requests)
+
+
+def node_schedulable(node: NodeInfo, selector: Sequence[tuple[str, str]]) -> bool:
+    """Ready, schedulable, no NoSchedule/NoExecute taint, and matching every selector pair."""
+    if not node.ready or node.unschedulable:
+        return False
+    if any(effect in BLOCKING_TAINT_EFFECTS for _, effect in node.taints):
+        return False
+    labels = node.labels
+    return all(labels.get(key) == value for key, value in selector)
+
+
+def node_views(
+    nodes: Iterable[NodeInfo], foreign_usage: Iterable[ForeignPodUsage], ctx: OperatorContext
+) -> tuple[NodeView, ...]:
+    """The units Lattice may use on each eligible node, sorted by node name."""
+    unit = ctx.scheduling_unit
+    node_mode = ctx.node_mode
+    used: dict[str, int] = {}
+    for usage in foreign_usage:
+        if not takes_capacity(usage, ctx):
+            continue
+        if node_mode:
+            used[usage.node_name] = 1
+        else:
+            units = sum(n for name, n in usage.requests if name == unit)
+            used[usage.node_name] = used.get(usage.node_name, 0) + units
+    views: list[NodeView] = []
+    for node in nodes:
+        if not node_schedulable(node, ctx.node_selector):
+            continue
+        if node_mode:
+            free = 0 if node.name in used else 1
+        else:
+            allocatable = node.allocatable.get(unit, 0)
+            if allocatable <= 0:
+                continue
+            free = max(0, allocatable - used.get(node.name, 0))
+        views.append(NodeView(node.name, free))
+    views.sort(key=lambda v: v.name)
+    return tuple(views)
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A job its plugin cannot parse: the scheduler skips it (the reconciler marks it Wrong)."""
+
+    key: str
+    message: str
+
+
+def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Mapping[str, Any]:
+    """The mapping at ``path`` below ``obj``; an empty mapping where any step is missing."""
+    node: Any = obj
+    for step in path:
+        node = node.get(step) if isinstance(node, Mapping) else None
+        if node is None:
+            return {}
+    return node if isinstance(node, Mapping) else {}
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return 0
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value)
+
+
+def is_finished(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> bool:
+    """Finished stage, a terminal exec condition, or a deletion in progress."""
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    if get_path(obj, plugin.scheduling_path).get("stage") in FINISHED_STAGES:
+        return True
+    conditions = get_path(obj, plugin.exec_path).get("conditions")
+    if not isinstance(conditions, list):
+        return False
+    return any(
+        isinstance(c, Mapping)
+        and c.get("type") in TERMINAL_CONDITIONS
+        and c.get("status") == "True"
+        for c in conditions
+    )
+
+
+def _pending_since(pods: Iterable[PodInfo]) -> datetime | None:
+    earliest: datetime | None = None
+    for pod in pods:
+        if pod.phase != "Pending" or pod.terminal or pod.deletion_timestamp is not None:
+            continue
+        since = pod.unschedulable_since or pod.creation_timestamp
+        if since is not None and (earliest is None or since < earliest):
+            earliest = since
+    return earliest
+
+
+def job_view(
+    kind: str,
+    plugin: JobPlugin[Any],
+    obj: Mapping[str, Any],
+    pods: Iterable[PodInfo],
+    ctx: OperatorContext,
+) -> JobView | Invalid:
+    """The core's view of one cached job object, or :class:`Invalid`."""
+    meta = obj.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "")
+    name = str(meta.get("name") or "")
+    key = job_key(kind=kind, namespace=namespace, name=name)
+    try:
+        demand = plugin.demand(plugin.parse(obj, ctx), ctx)
+    except InvalidJob as exc:
+        return Invalid(key=key, message=str(exc))
+    state = get_path(obj, plugin.scheduling_path)
+    stage = state.get("stage")
+    stage = stage if isinstance(stage, str) else ""
+    return JobView(
+        key=key,
+        kind=kind,
+        namespace=namespace,
+        name=name,
+        creation_time=parse_time(meta.get("creationTimestamp")) or _EPOCH,
+        priority=demand.priority,
+        min_size=demand.min_size,
+        max_size=demand.max_size,
+        fixed_pods=demand.fixed_pods,
+        replica_units=demand.replica_units,
+        stage=stage,
+        current_size=_int(state.get("currentSize")),
+        submit_time=parse_time(state.get("submitTime")),
+        queued_time=parse_time(state.get("queuedTime")),
+        requeue_time=parse_time(state.get("requeueTime")),
+        cooldown_time=parse_time(state.get("cooldownTime")),
+        requeue_count=_int(state.get("requeueCount")),
+        last_resize_time=parse_time(state.get("lastResizeTime")),
+        pending_since=_pending_since(pods) if stage == Stage.RUNNING else None,
+        attained_service=_float(state.get("attainedService")),
+        service_updated_at=parse_time(state.get("serviceUpdatedTime")),
+        suspended=demand.suspended,
+        finished=is_finished(obj, plugin),
+    )
+
+
+# --------------------------------------------------------------------------- status
+
+
+def status_fields(
+    decision: Decision, *, view: JobView, previous: Mapping[str, Any], now: datetime
+) -> dict[str, Any]:
+    """Every scheduler field of the status block after ``decision`` (camelCase, nulls kept)."""
+    started = view.current_size == 0 and decision.size > 0
+    return {
+        "stage": str(decision.stage),
+        "currentSize": decision.size,
+        "submitTime": format_time(decision.submit_time),
+        "queuedTime": format_time(decision.queued_time),
+        "requeueTime": format_time(decision.requeue_time),
+        "cooldownTime": format_time(decision.cooldown_time),
+        "queuePosition": decision.queue_position,
+        "requeueCount": decision.requeue_count,
+        "attainedService": decision.attained_service,
+        "serviceUpdatedTime": format_time(decision.service_updated_at),
+        "lastExecTime": format_time(now) if started else previous.get("lastExecTime"),
+        "lastResizeTime": format_time(decision.last_resize_time),
+        "lastDecision": decision.reason,
+    }
+
+
+def status_patch(
+    path: Sequence[str], fields: Mapping[str, Any], *, resource_version: str
+) -> dict[str, Any]:
+    """The merge-patch body writing ``fields`` at ``path``, guarded by ``resource_version``."""
+    body: dict[str, Any] = dict(fields)
+    for step in reversed(path):
+        body = {step: body}
+    body["metadata"] = {"resourceVersion": resource_version}
+    return body
+
+
+# --------------------------------------------------------------------------- triggers
+
+
+def job_signature(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> tuple[Any, ...]:
+    """What of a job object a scheduling pass depends on, besides the scheduler's own fields."""
+    meta = obj.get("metadata") or {}
+    return (
+        meta.get("uid"),
+        meta.get("labels"),
+        meta.get("annotations"),
+        obj.get("spec"),
+        is_finished(obj, plugin),
+    )
+
+
+def pod_signature(pod: PodInfo) -> tuple[Any, ...]:
+    """What of one of our pods a pass depends on (``pending_since`` and nothing else)."""
+    if pod.terminal:
+        phase = "terminal"
+    else:
+        phase = pod.phase if pod.phase in ("Pending", "Running") else "other"
+    return (phase, pod.deletion_timestamp is not None, pod.unschedulable_since)
+
+
+def node_signature(node: NodeInfo, ctx: OperatorContext) -> tuple[bool, int]:
+    """What of a node a pass depends on: eligibility and, in GPU mode, allocatable units."""
+    units = 0 if ctx.node_mode else node.allocatable.get(ctx.scheduling_unit, 0)
+    return node_schedulable(node, ctx.node_selector), units

@@ -1,0 +1,637 @@
+"""The scheduler loop end to end over real informer stores, an in-memory client and a fake clock.
+
+The client applies merge patches to its own objects (checking ``metadata.resourceVersion``) and,
+unless told otherwise, echoes each write into the job informer as the watch would. Nothing here
+sleeps: time moves with ``FakeClock.advance`` and waits are conditions with deadlines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from lattice.clock import FakeClock
+from lattice.config import Settings
+from lattice.kube import Conflict, NotFound, Resource
+from lattice.kube.resources import NODES, PODS
+from lattice.runtime.events import ObjectRef
+from lattice.runtime.informer import Informer
+from lattice.runtime.metrics import Metrics
+from lattice.runtime.projections import (
+    POD_INDEXES,
+    foreign_pod_usage,
+    keep_raw,
+    node_info,
+    pod_info,
+)
+from lattice.scheduler.core import Plan, SchedulerConfig, Strategy
+from lattice.scheduler.loop import ContextSource, SchedulerLoop
+from tests.support.aio import settle
+from tests.support.fake_apiserver import running
+from tests.support.wait import wait_for_async
+from tests.unit.scheduler.test_loop_snapshot import (
+    FakePlugin,
+    foreign_obj,
+    job_obj,
+    node_obj,
+    pod_obj,
+    ts,
+)
+
+Obj = dict[str, Any]
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+class FakeKube:
+    """Status patches against in-memory objects, with scripted conflicts."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str, str], Obj] = {}
+        self.patches: list[tuple[str, str, Obj]] = []
+        self.conflicts: set[str] = set()
+        self.echo: dict[str, Informer[Obj]] = {}
+        self.on_patch: Callable[[str], None] | None = None
+        self.inflight = 0
+        self.max_inflight = 0
+        self._rv = itertools.count(100)
+
+    def copy(self) -> FakeKube:
+        """The same stored objects on a new server (what a restarted operator lists)."""
+        other = FakeKube()
+        other.objects = copy.deepcopy(self.objects)
+        other._rv = itertools.count(10_000)
+        return other
+
+    def next_rv(self) -> str:
+        return str(next(self._rv))
+
+    def names(self) -> list[str]:
+        return [name for _, name, _ in self.patches]
+
+    async def patch(
+        self,
+        res: Resource,
+        name: str,
+        body: Any,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+        **_: Any,
+    ) -> Obj:
+        assert subresource == "status"
+        self.inflight += 1
+        self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            await asyncio.sleep(0)  # let other writes start: a real request takes a while
+            if self.on_patch is not None:
+                self.on_patch(name)
+            if name in self.conflicts:
+                self.conflicts.discard(name)
+                raise Conflict(409, "Conflict", "the object has been modified")
+            key = (res.plural, namespace or "", name)
+            current = self.objects.get(key)
+            if current is None:
+                raise NotFound(404, "NotFound", f"{name} not found")
+            body = copy.deepcopy(body)
+            rv = body["metadata"].pop("resourceVersion")
+            assert not body.pop("metadata"), "the loop patches only status"
+            if rv != current["metadata"]["resourceVersion"]:
+                raise Conflict(409, "Conflict", "the object has been modified")
+            updated = merge(current, body)
+            updated["metadata"] = {**current["metadata"], "resourceVersion": self.next_rv()}
+            self.objects[key] = updated
+            self.patches.append((res.kind, name, body))
+            informer = self.echo.get(res.plural)
+            if informer is not None:
+                informer.on_event("MODIFIED", copy.deepcopy(updated))
+            return copy.deepcopy(updated)
+        finally:
+            self.inflight -= 1
+
+
+class FakeRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def record(
+        self, regarding: ObjectRef, *, type: str, reason: str, note: str, action: str = ""
+    ) -> None:
+        self.events.append((regarding.name, type, reason, note))
+
+    def reasons(self, name: str) -> list[str]:
+        return [reason for job, _, reason, _ in self.events if job == name]
+
+
+class Harness:
+    """Informers filled directly, a ``FakeKube``, a ``FakeClock`` and the loop under test."""
+
+    def __init__(
+        self,
+        *,
+        unit: str = "nvidia.com/gpu",
+        config: SchedulerConfig | None = None,
+        plugins: Iterable[FakePlugin] = (),
+        echo: bool = True,
+        client: FakeKube | None = None,
+        clock: FakeClock | None = None,
+        **loop_kwargs: Any,
+    ) -> None:
+        self.clock = clock or FakeClock()
+        self.client = client or FakeKube()
+        self.plugins = {p.resource.kind: p for p in (list(plugins) or [FakePlugin()])}
+        self.jobs: dict[str, Informer[Obj]] = {}
+        for kind, plugin in self.plugins.items():
+            informer: Informer[Obj] = self._informer(plugin.kube_resource, keep_raw)
+            self.jobs[kind] = informer
+            if echo:
+                self.client.echo[plugin.kube_resource.plural] = informer
+        self.pods = self._informer(PODS, pod_info, indexes=POD_INDEXES)
+        self.foreign = self._informer(PODS, foreign_pod_usage)
+        self.nodes = self._informer(NODES, node_info)
+        self.recorder = FakeRecorder()
+        self.registry = CollectorRegistry()
+        loop_kwargs.setdefault("resync_period", None)
+        self.loop = SchedulerLoop(
+            client=self.client,  # type: ignore[arg-type]
+            clock=self.clock,
+            metrics=Metrics(self.registry),
+            recorder=self.recorder,  # type: ignore[arg-type]
+            plugins=self.plugins,  # type: ignore[arg-type]
+            jobs=self.jobs,
+            pods=self.pods,
+            foreign_pods=self.foreign,
+            nodes=self.nodes,
+            context=ContextSource(Settings(scheduling_unit=unit)),
+            config=config or SchedulerConfig(),
+            **loop_kwargs,
+        )
+        # A restarted operator lists what the server holds.
+        for (plural, _, _), obj in self.client.objects.items():
+            kind = next(k for k, p in self.plugins.items() if p.kube_resource.plural == plural)
+            self.jobs[kind].on_event("ADDED", copy.deepcopy(obj))
+
+    def _informer(self, resource: Resource, transform: Any, **kw: Any) -> Informer[Any]:
+        return Informer(self.client, resource, transform=transform, clock=self.clock, **kw)  # type: ignore[arg-type]
+
+    def add_job(self, name: str, *, kind: str = "FakeJob", **fields: Any) -> Obj:
+        obj = job_obj(name, kind=kind, **fields)
+        obj["metadata"]["resourceVersion"] = self.client.next_rv()
+        plural = self.plugins[kind].kube_resource.plural
+        self.client.objects[(plural, "ns", name)] = obj
+        self.jobs[kind].on_event("ADDED", copy.deepcopy(obj))
+        return obj
+
+    def update_job(
+        self, name: str, change: Callable[[Obj], None], *, kind: str = "FakeJob"
+    ) -> None:
+        """Someone else (a user, a reconciler) updates the job."""
+        plural = self.plugins[kind].kube_resource.plural
+        obj = copy.deepcopy(self.client.objects[(plural, "ns", name)])
+        change(obj)
+        obj["metadata"]["resourceVersion"] = self.client.next_rv()
+        self.client.objects[(plural, "ns", name)] = obj
+        self.jobs[kind].on_event("MODIFIED", copy.deepcopy(obj))
+
+    def add_nodes(self, count: int, *, gpus: int = 8) -> None:
+        for i in range(count):
+            self.nodes.on_event("ADDED", node_obj(f"n{i}", gpus=gpus))
+
+    def status(self, name: str, *, plugin: FakePlugin | None = None) -> Obj:
+        plugin = plugin or next(iter(self.plugins.values()))
+        obj = self.client.objects[(plugin.kube_resource.plural, "ns", name)]
+        block: Any = obj
+        for step in plugin.scheduling_path:
+            block = block.get(step) or {}
+        return dict(block)
+
+    def metric(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+        return self.registry.get_sample_value(name, dict(labels or {}))
+
+
+async def until(pred: Callable[[], bool], *, what: str) -> None:
+    async def probe() -> bool:
+        return pred()
+
+    await wait_for_async(probe, timeout=10.0, interval=0, what=what)
+
+
+async def parked(h: Harness, passes: int) -> None:
+    """Until the running loop has done ``passes`` passes and waits for the next trigger."""
+    loop = h.loop
+    await until(
+        lambda: loop.passes >= passes and loop.idle and not loop.pending,
+        what=f"{passes} passes, then idle",
+    )
+    await settle()  # the timer task, if any, parks in the clock's sleep
+
+
+def unchanged(plan: Plan) -> bool:
+    return not plan.changed_keys(include_accounting=True)
+
+
+# --------------------------------------------------------------------------- one pass
+
+
+async def test_a_pass_writes_status_then_events_and_metrics() -> None:
+    h = Harness()
+    h.add_nodes(2)
+    h.add_job("a", min=1, max=2, units=8)
+    h.add_job("bad", invalid=True)
+    plan = await h.loop.run_once()
+    assert plan["FakeJob/ns/a"].size == 2
+    assert h.client.names() == ["a"]  # the invalid job is left to its reconciler
+    _, _, body = h.client.patches[0]
+    now = ts(0)
+    assert body == {
+        "status": {
+            "stage": "Running",
+            "currentSize": 2,
+            "submitTime": now,
+            "queuedTime": now,
+            "requeueTime": None,
+            "cooldownTime": None,
+            "queuePosition": 1,
+            "requeueCount": 0,
+            "attainedService": 0.0,
+            "serviceUpdatedTime": now,
+            "lastExecTime": now,
+            "lastResizeTime": now,
+            "lastDecision": "Admitted with 2 (min 1, max 2)",
+        }
+    }
+    assert h.status("a")["stage"] == "Running"
+    assert h.recorder.events == [
+        ("a", "Normal", "Queued", "Queued"),
+        ("a", "Normal", "Admitted", "Admitted with 2 (min 1, max 2)"),
+    ]
+    assert h.metric("lattice_capacity_units", {"state": "total"}) == 16
+    assert h.metric("lattice_capacity_units", {"state": "used"}) == 16
+    assert h.metric("lattice_jobs", {"kind": "FakeJob", "stage": "Running"}) == 1
+    assert h.metric("lattice_jobs", {"kind": "FakeJob", "stage": "New"}) == 1  # the invalid one
+    assert h.metric("lattice_jobs", {"kind": "FakeJob", "stage": "Waiting"}) == 0
+    assert h.metric("lattice_scheduler_decisions_total", {"type": "Admitted"}) == 1
+    assert h.metric("lattice_scheduler_pass_duration_seconds_count") == 1
+
+
+async def test_nested_scheduling_path_and_now_truncated_to_the_second() -> None:
+    nested = FakePlugin("Nested", scheduling_path=("status", "lattice"))
+    h = Harness(plugins=[nested])
+    await h.clock.advance(1.75)
+    h.add_nodes(1)
+    h.add_job("a", kind="Nested")
+    await h.loop.run_once()
+    _, _, body = h.client.patches[0]
+    assert list(body) == ["status"]
+    assert list(body["status"]) == ["lattice"]
+    assert body["status"]["lattice"]["queuedTime"] == ts(1)
+    assert h.status("a", plugin=nested)["currentSize"] == 1
+
+
+async def test_no_write_when_nothing_changed() -> None:
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("a", min=1, max=1, units=8)
+    h.add_job("b", min=1, max=1, units=8)
+    await h.loop.run_once()
+    assert sorted(h.client.names()) == ["a", "b"]
+    assert h.status("a")["lastDecision"] == "Admitted with 1 (min 1, max 1)"
+    # Later passes would only restate a's situation in other words: no write.
+    for _ in range(3):
+        plan = await h.loop.run_once()
+        assert unchanged(plan)
+    assert h.status("a")["lastDecision"] == "Admitted with 1 (min 1, max 1)"
+    assert len(h.client.patches) == 2
+    assert len(h.recorder.events) == 3  # a: Queued, Admitted; b: Queued
+
+
+async def test_own_writes_are_read_back_before_the_watch_delivers_them() -> None:
+    h = Harness(echo=False)
+    h.add_nodes(1)
+    h.add_job("a", units=8)
+    await h.loop.run_once()
+    assert h.client.names() == ["a"]
+    plan = await h.loop.run_once()  # the cache still holds the original object
+    assert unchanged(plan)
+    assert h.client.names() == ["a"]
+    # The watch catches up, then someone else writes: the cache is the truth again.
+    obj = h.client.objects[("fakejobs", "ns", "a")]
+    h.jobs["FakeJob"].on_event("MODIFIED", copy.deepcopy(obj))
+    h.update_job("a", lambda o: o["status"].update(execStatus={"conditions": []}))
+    plan = await h.loop.run_once()
+    assert unchanged(plan)
+    assert h.client.names() == ["a"]
+
+
+async def test_writes_are_concurrent_but_bounded() -> None:
+    h = Harness(concurrency=16)
+    h.add_nodes(1)
+    for i in range(100):
+        h.add_job(f"j{i:03d}")
+    await h.loop.run_once()
+    assert len(h.client.patches) == 100
+    assert 1 < h.client.max_inflight <= 16
+
+
+async def test_preemption_metrics_and_warning_event() -> None:
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("low", units=8, priority=0)
+    await h.loop.run_once()
+    h.add_job("high", units=8, priority=10)
+    await h.loop.run_once()
+    assert h.status("low")["stage"] == "Waiting"
+    assert h.status("high")["stage"] == "Running"
+    assert ("low", "Warning", "Preempted", "Preempted by ns/high (priority 10)") in (
+        h.recorder.events
+    )
+    assert h.metric("lattice_preemptions_total") == 1
+    assert h.metric("lattice_scheduler_decisions_total", {"type": "Preempted"}) == 1
+
+
+async def test_accounting_alone_is_flushed_at_most_every_60_seconds() -> None:
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("a", min=2, max=2, units=4)
+    await h.loop.run_once()
+    await h.loop.run_once()
+    assert len(h.client.patches) == 1
+    assert h.status("a")["attainedService"] == 0.0
+    await h.clock.advance(30)
+    plan = await h.loop.run_once()
+    assert plan.changed("FakeJob/ns/a")  # service accrued ...
+    assert not plan.changed("FakeJob/ns/a", include_accounting=False)
+    assert len(h.client.patches) == 1  # ... but is not written yet
+    await h.clock.advance(30)
+    await h.loop.run_once()
+    assert len(h.client.patches) == 2
+    assert h.status("a")["attainedService"] == 8 * 60.0
+    assert h.status("a")["serviceUpdatedTime"] == ts(60)
+    assert h.status("a")["lastExecTime"] == ts(0)  # still running since the admission
+
+
+# --------------------------------------------------------------------------- restart
+
+
+async def test_a_restarted_loop_reproduces_the_plan_from_persisted_status() -> None:
+    config = SchedulerConfig(
+        strategy=Strategy.LEAST_ATTAINED_SERVICE,
+        resize_interval=timedelta(seconds=60),
+        pending_timeout=timedelta(seconds=300),
+        cooldown_base=timedelta(seconds=60),
+        las_first_band=100.0,
+    )
+    pending = pod_obj("hi-w1", job="hi", phase="Pending", created=0)
+
+    def restart() -> Harness:
+        fresh = Harness(config=config, client=h.client.copy(), clock=h.clock)
+        fresh.add_nodes(3)
+        fresh.pods.on_event("ADDED", copy.deepcopy(pending))
+        return fresh
+
+    h = Harness(config=config)
+    h.add_nodes(3)
+    h.add_job("vip", priority=10, units=8)
+    h.add_job("hi", min=1, max=2, units=8)
+    h.add_job("mid", min=1, max=3, units=4)
+    h.add_job("lo", min=1, max=1, units=8)
+    h.add_job("big", min=4, max=4, units=8)
+    h.add_job("off", suspend=True)
+    h.add_job("bad", invalid=True)
+    h.add_job("done", status={"stage": "Completed", "currentSize": 0})
+    h.add_job(
+        "cool",
+        units=4,
+        status={
+            "stage": "RequeueCooldown",
+            "currentSize": 0,
+            "cooldownTime": ts(120),
+            "requeueCount": 1,
+            "queuedTime": ts(-600),
+            "submitTime": ts(-600),
+        },
+    )
+    h.pods.on_event("ADDED", copy.deepcopy(pending))
+    plans = [await h.loop.run_once() for _ in range(3)]
+    assert unchanged(plans[-1])  # converged: admission, then the pending pod's requeueTime
+    assert h.status("hi")["requeueTime"] == ts(0)
+    assert h.status("mid")["stage"] == "Waiting"
+
+    # Restarted at the same instant: every decision is reproduced, nothing is written.
+    again = restart()
+    plan = await again.loop.run_once()
+    assert unchanged(plan)
+    assert plan.decisions == plans[-1].decisions
+    assert again.client.patches == []
+
+    # Later (LAS bands moved, accounting unflushed): the running loop and a restarted one agree.
+    await h.clock.advance(45)
+    again = restart()
+    patches, events = len(h.client.patches), len(h.recorder.events)
+    mine = await h.loop.run_once()
+    theirs = await again.loop.run_once()
+    # mid (no service yet) now goes before lo and hi: lo is preempted.
+    assert mine["FakeJob/ns/mid"].size == 2
+    assert mine["FakeJob/ns/lo"].size == 0
+    assert theirs.decisions == mine.decisions
+    assert theirs.order == mine.order
+    assert theirs.next_wakeup == mine.next_wakeup
+    assert again.client.patches == h.client.patches[patches:]
+    assert again.recorder.events == h.recorder.events[events:]
+
+    # And right after those writes, a restart changes nothing.
+    plan = await restart().loop.run_once()
+    assert not plan.changed_keys(include_accounting=False)
+
+
+# --------------------------------------------------------------------------- the run loop
+
+
+async def test_a_burst_of_arrivals_is_coalesced() -> None:
+    h = Harness()
+    h.add_nodes(1)
+    async with running(h.loop.run):
+        await parked(h, 1)
+        for i in range(1000):
+            h.add_job(f"j{i:04d}")
+        await parked(h, 2)
+        await settle()
+        assert h.loop.passes <= 3  # the 1,000 arrivals took at most 2 passes
+        assert len(set(h.client.names())) == 1000
+        for _ in range(2):
+            passes = h.loop.passes
+            for _ in range(1000):
+                h.loop.trigger()
+            await parked(h, passes + 1)
+            await settle()
+            assert h.loop.passes == passes + 1
+
+
+async def test_a_change_during_a_pass_causes_exactly_one_more_pass() -> None:
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("a")
+    added: list[str] = []
+
+    def arrive(name: str) -> None:
+        if not added:
+            added.append(name)
+            h.add_job("b")
+            h.add_job("c")
+
+    h.client.on_patch = arrive
+    async with running(h.loop.run):
+        await parked(h, 2)
+        await settle()
+        assert h.loop.passes == 2
+        assert sorted(set(h.client.names())) == ["a", "b", "c"]
+
+
+async def test_the_loop_wakes_at_the_plans_next_wakeup() -> None:
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job(
+        "cool",
+        status={"stage": "RequeueCooldown", "cooldownTime": ts(120), "requeueCount": 1},
+    )
+    async with running(h.loop.run):
+        await parked(h, 1)
+        assert h.loop.last_plan is not None
+        assert h.loop.last_plan.next_wakeup == h.clock.now() + timedelta(seconds=120)
+        assert h.clock.sleepers == 1
+        assert h.status("cool")["stage"] == "RequeueCooldown"
+        await h.clock.advance(119)
+        await settle()
+        assert h.loop.passes == 1
+        await h.clock.advance(1)
+        await parked(h, 2)
+        assert h.status("cool")["stage"] == "Running"
+        assert h.recorder.reasons("cool") == ["CooldownOver", "Admitted"]
+
+
+async def test_a_resync_runs_a_pass_even_without_triggers() -> None:
+    h = Harness(resync_period=300.0)
+    h.add_nodes(1)
+    h.add_job("a")
+    async with running(h.loop.run):
+        await parked(h, 1)
+        assert h.clock.sleepers == 1
+        await h.clock.advance(299)
+        await settle()
+        assert h.loop.passes == 1
+        await h.clock.advance(1)
+        await parked(h, 2)
+        assert h.loop.passes == 2
+
+
+async def test_a_conflict_skips_the_job_and_retries_it() -> None:
+    h = Harness(retry_delay=1.0)
+    h.add_nodes(2)
+    h.add_job("a", units=8)
+    h.add_job("b", units=8)
+    h.client.conflicts.add("a")
+    async with running(h.loop.run):
+        await parked(h, 1)
+        assert h.client.names() == ["b"]
+        assert h.recorder.reasons("a") == []  # no event without a write
+        assert h.clock.sleepers == 1  # the retry timer
+        await h.clock.advance(1)
+        await parked(h, 2)
+        assert sorted(set(h.client.names())) == ["a", "b"]
+        assert h.recorder.reasons("a") == ["Queued", "Admitted"]
+        await settle()
+        assert h.loop.passes == 2
+        assert h.clock.sleepers == 0  # nothing left to retry, no timer
+
+
+async def test_a_vanished_job_is_skipped_and_retried() -> None:
+    h = Harness(retry_delay=5.0)
+    h.add_nodes(1)
+    h.add_job("gone")
+    del h.client.objects[("fakejobs", "ns", "gone")]  # deleted; the watch has not told us yet
+    async with running(h.loop.run):
+        await parked(h, 1)
+        assert h.client.names() == []
+        assert h.clock.sleepers == 1  # the retry timer
+        h.jobs["FakeJob"].on_event("DELETED", job_obj("gone"))
+        await parked(h, 2)
+        assert h.loop.last_plan is not None
+        assert h.loop.last_plan.decisions == {}
+        await settle()
+        assert h.clock.sleepers == 0
+
+
+async def test_only_relevant_changes_trigger_a_pass() -> None:
+    h = Harness()
+    h.nodes.on_event("ADDED", node_obj("n0"))
+    h.add_job("a", min=1, max=2, units=4)
+    h.pods.on_event("ADDED", pod_obj("a-w0", job="a", phase="Pending"))
+
+    async def passes_after(change: Callable[[], None]) -> int:
+        await parked(h, h.loop.passes)
+        before = h.loop.passes
+        change()
+        await settle()
+        await parked(h, before)
+        return h.loop.passes - before
+
+    async with running(h.loop.run):
+        await parked(h, 1)
+        # Scheduler-owned fields, heartbeats and unrelated pods do not trigger.
+        assert (
+            await passes_after(
+                lambda: h.update_job("a", lambda o: o["status"].update(queuePosition=7))
+            )
+            == 0
+        )
+        assert await passes_after(lambda: h.nodes.on_event("MODIFIED", node_obj("n0", rv="2"))) == 0
+        assert (
+            await passes_after(
+                lambda: h.foreign.on_event("ADDED", foreign_obj("dns", "n0", {"cpu": "1"}))
+            )
+            == 0
+        )
+        assert (
+            await passes_after(
+                lambda: h.pods.on_event(
+                    "MODIFIED", pod_obj("a-w0", job="a", phase="Pending", rv="2")
+                )
+            )
+            == 0
+        )
+        # What the scheduler reads does.
+        relevant: list[Callable[[], None]] = [
+            lambda: h.update_job("a", lambda o: o["spec"].update(max=3)),
+            lambda: h.update_job("a", lambda o: o["metadata"].update(annotations={"p": "1"})),
+            lambda: h.nodes.on_event("MODIFIED", node_obj("n0", ready=False, rv="3")),
+            lambda: h.nodes.on_event("ADDED", node_obj("n1")),
+            lambda: h.foreign.on_event("ADDED", foreign_obj("gpu", "n1", {"nvidia.com/gpu": "1"})),
+            lambda: h.pods.on_event("MODIFIED", pod_obj("a-w0", job="a", phase="Running", rv="3")),
+            lambda: h.pods.on_event("DELETED", pod_obj("a-w0", job="a", phase="Running")),
+            lambda: h.update_job(
+                "a",
+                lambda o: o["status"].update(
+                    execStatus={"conditions": [{"type": "Succeeded", "status": "True"}]}
+                ),
+            ),
+            lambda: h.add_job("b"),
+        ]
+        for change in relevant:
+            assert await passes_after(change) == 1

@@ -1,0 +1,583 @@
+"""The scheduler loop's pure half: node filtering, foreign usage, the node-selector file, the
+operator context, and the mapping of cached job objects to ``JobView`` and back to status.
+
+``FakePlugin`` and the raw-object builders here are shared with ``test_loop_runner``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lattice.api.constants import Resource as CrdResource
+from lattice.clock import FakeClock
+from lattice.config import Settings
+from lattice.frameworks.base import Demand, InvalidJob, OperatorContext, Problem
+from lattice.kube.resources import PRIORITY_CLASSES, Resource
+from lattice.runtime.informer import Informer
+from lattice.runtime.projections import foreign_pod_usage, keep_raw, node_info, pod_info
+from lattice.scheduler.core import Decision, JobView, NodeView, Stage, Strategy
+from lattice.scheduler.loop import (
+    ContextSource,
+    Invalid,
+    floor_now,
+    format_time,
+    job_view,
+    node_views,
+    parse_node_selector,
+    parse_time,
+    read_node_selector,
+    scheduler_config,
+    status_fields,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+Obj = dict[str, Any]
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def ts(seconds: float) -> str:
+    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------- shared fakes
+
+
+class FakePlugin:
+    """A minimal ``JobPlugin``: the demand is read straight from ``spec``.
+
+    spec keys: ``min``, ``max``, ``units`` (per replica), ``fixed`` (list), ``priority``,
+    ``suspend``; ``invalid: true`` makes ``parse`` raise ``InvalidJob``.
+    """
+
+    def __init__(
+        self, kind: str = "FakeJob", *, scheduling_path: tuple[str, ...] = ("status",)
+    ) -> None:
+        self._resource = CrdResource(
+            group="example.com", version="v1", kind=kind, plural=kind.lower() + "s"
+        )
+        self._path = scheduling_path
+
+    @property
+    def resource(self) -> CrdResource:
+        return self._resource
+
+    @property
+    def kube_resource(self) -> Resource:
+        r = self._resource
+        return Resource(r.group, r.version, r.plural, r.kind)
+
+    @property
+    def scheduling_path(self) -> tuple[str, ...]:
+        return self._path
+
+    @property
+    def exec_path(self) -> tuple[str, ...]:
+        return ("status", "execStatus")
+
+    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Mapping[str, Any]:
+        spec = obj.get("spec") or {}
+        if spec.get("invalid"):
+            raise InvalidJob([Problem("spec.invalid", "must not be set")])
+        return spec
+
+    def demand(self, job: Mapping[str, Any], ctx: OperatorContext) -> Demand:
+        return Demand(
+            priority=int(job.get("priority", 0)),
+            min_size=int(job.get("min", 1)),
+            max_size=int(job.get("max", 1)),
+            fixed_pods=tuple(job.get("fixed", ())),
+            replica_units=int(job.get("units", 1)),
+            suspended=bool(job.get("suspend", False)),
+        )
+
+    def run_policy(self, job: Any) -> Any:
+        raise NotImplementedError
+
+    def children(self, job: Any, *, size: int, ctx: OperatorContext) -> Any:
+        raise NotImplementedError
+
+    def progress(self, job: Any, *, size: int, pods: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+
+def job_obj(
+    name: str,
+    *,
+    kind: str = "FakeJob",
+    namespace: str = "ns",
+    created: float = -60,
+    status: Obj | None = None,
+    **spec: Any,
+) -> Obj:
+    obj: Obj = {
+        "apiVersion": "example.com/v1",
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{name}",
+            "resourceVersion": "1",
+            "creationTimestamp": ts(created),
+        },
+        "spec": spec,
+    }
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+def node_obj(
+    name: str,
+    *,
+    gpus: int | None = 8,
+    ready: bool = True,
+    unschedulable: bool = False,
+    taints: Sequence[tuple[str, str]] = (),
+    labels: Mapping[str, str] | None = None,
+    rv: str = "1",
+) -> Obj:
+    allocatable: Obj = {"cpu": "64", "memory": "256Gi"}
+    if gpus is not None:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    return {
+        "metadata": {"name": name, "labels": dict(labels or {}), "resourceVersion": rv},
+        "spec": {
+            "unschedulable": unschedulable,
+            "taints": [{"key": k, "effect": e} for k, e in taints],
+        },
+        "status": {
+            "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def foreign_obj(
+    name: str, node: str, requests: Mapping[str, str], *, phase: str = "Running"
+) -> Obj:
+    return {
+        "metadata": {"name": name, "namespace": "other"},
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "c", "resources": {"requests": dict(requests)}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+def pod_obj(
+    name: str,
+    *,
+    job: str,
+    kind: str = "FakeJob",
+    phase: str = "Pending",
+    created: float = -30,
+    unschedulable_since: float | None = None,
+    deleting: bool = False,
+    rv: str = "1",
+) -> Obj:
+    conditions: list[Obj] = []
+    if unschedulable_since is not None:
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "lastTransitionTime": ts(unschedulable_since),
+            }
+        )
+    meta: Obj = {
+        "name": name,
+        "namespace": "ns",
+        "uid": f"uid-{name}",
+        "resourceVersion": rv,
+        "creationTimestamp": ts(created),
+        "labels": {"lattice.breezeml.ai/managed": "true"},
+        "ownerReferences": [
+            {
+                "apiVersion": "example.com/v1",
+                "kind": kind,
+                "name": job,
+                "uid": f"uid-{job}",
+                "controller": True,
+            }
+        ],
+    }
+    if deleting:
+        meta["deletionTimestamp"] = ts(0)
+    return {
+        "metadata": meta,
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"phase": phase, "conditions": conditions},
+    }
+
+
+GPU = OperatorContext(scheduling_unit="nvidia.com/gpu")
+NODE = OperatorContext(scheduling_unit="node")
+
+
+# --------------------------------------------------------------------------- nodes
+
+
+def test_only_ready_schedulable_untainted_matching_nodes_count() -> None:
+    nodes = [
+        node_info(node_obj("ok", labels={"pool": "gpu"})),
+        node_info(node_obj("not-ready", ready=False, labels={"pool": "gpu"})),
+        node_info(node_obj("cordoned", unschedulable=True, labels={"pool": "gpu"})),
+        node_info(node_obj("noschedule", taints=[("t", "NoSchedule")], labels={"pool": "gpu"})),
+        node_info(node_obj("noexecute", taints=[("t", "NoExecute")], labels={"pool": "gpu"})),
+        node_info(node_obj("prefer", taints=[("t", "PreferNoSchedule")], labels={"pool": "gpu"})),
+        node_info(node_obj("other-pool", labels={"pool": "cpu"})),
+        node_info(node_obj("unlabelled")),
+    ]
+    ctx = OperatorContext(scheduling_unit="nvidia.com/gpu", node_selector=(("pool", "gpu"),))
+    assert node_views(nodes, [], ctx) == (NodeView("ok", 8), NodeView("prefer", 8))
+    # Without a selector every eligible node counts.
+    names = [v.name for v in node_views(nodes, [], GPU)]
+    assert names == ["ok", "other-pool", "prefer", "unlabelled"]
+
+
+def test_gpu_mode_subtracts_foreign_requests_and_drops_gpuless_nodes() -> None:
+    nodes = [
+        node_info(node_obj("a")),
+        node_info(node_obj("b")),
+        node_info(node_obj("cpu-only", gpus=None)),
+        node_info(node_obj("zero", gpus=0)),
+    ]
+    usage = [
+        foreign_pod_usage(foreign_obj("x", "a", {"nvidia.com/gpu": "3"})),
+        foreign_pod_usage(foreign_obj("y", "a", {"nvidia.com/gpu": "2", "cpu": "1"})),
+        foreign_pod_usage(foreign_obj("z", "b", {"cpu": "4", "memory": "1Gi"})),
+        foreign_pod_usage(foreign_obj("w", "b", {"nvidia.com/gpu": "16"})),
+    ]
+    views = node_views(nodes, [u for u in usage if u is not None], GPU)
+    assert views == (NodeView("a", 3), NodeView("b", 0))
+
+
+def test_node_mode_one_unit_per_node_taken_only_by_extended_resources() -> None:
+    nodes = [node_info(node_obj(n, gpus=None)) for n in ("a", "b", "c", "d")]
+    usage = [
+        foreign_pod_usage(foreign_obj("daemon", "a", {"cpu": "100m", "memory": "64Mi"})),
+        foreign_pod_usage(foreign_obj("gpu", "b", {"nvidia.com/gpu": "1"})),
+        foreign_pod_usage(foreign_obj("fpga", "c", {"example.com/fpga": "1"})),
+    ]
+    views = node_views(nodes, [u for u in usage if u is not None], NODE)
+    assert views == (NodeView("a", 1), NodeView("b", 0), NodeView("c", 0), NodeView("d", 1))
+
+
+# --------------------------------------------------------------------------- node selector
+
+
+def test_node_selector_lines_comments_and_blanks() -> None:
+    text = "# pool of GPU nodes\n\n  pool = gpu \nzone=eu-1\nempty=\n# trailing\n"
+    assert parse_node_selector(text, source="sel") == (
+        ("pool", "gpu"),
+        ("zone", "eu-1"),
+        ("empty", ""),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "rule"),
+    [
+        pytest.param("pool=gpu\njust-a-key\n", 2, "expected key=value", id="no equals"),
+        pytest.param("=gpu\n", 1, "must not be empty", id="empty key"),
+        pytest.param("# c\n\nmy pool=gpu\n", 3, "must not contain whitespace", id="space"),
+        pytest.param("pool=a\npool=b\n", 2, "already set on line 1", id="duplicate"),
+    ],
+)
+def test_malformed_node_selector_names_file_line_and_rule(
+    tmp_path: Path, text: str, line: int, rule: str
+) -> None:
+    path = tmp_path / "selector"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=rule) as info:
+        read_node_selector(str(path))
+    assert str(info.value).startswith(f"{path}:{line}: ")
+
+
+def test_missing_node_selector_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "absent"
+    with pytest.raises(ValueError, match="cannot read the node-selector file"):
+        ContextSource(Settings(node_selector_path=str(path)))
+    assert read_node_selector(None) == ()
+    assert read_node_selector("") == ()
+
+
+def _raw_informer(resource: Resource, items: Sequence[Obj]) -> Informer[Obj]:
+    informer: Informer[Obj] = Informer(
+        client=None,  # type: ignore[arg-type]  # never run: the store is filled directly
+        resource=resource,
+        transform=keep_raw,
+        clock=FakeClock(),
+    )
+    for item in items:
+        informer.on_event("ADDED", item)
+    return informer
+
+
+def test_context_source_reads_selector_once_and_caches_per_call(tmp_path: Path) -> None:
+    path = tmp_path / "selector"
+    path.write_text("pool=gpu\n")
+    classes = _raw_informer(
+        PRIORITY_CLASSES,
+        [
+            {"metadata": {"name": "high"}, "value": 1000},
+            {"metadata": {"name": "low"}, "value": -5, "globalDefault": True},
+            {"metadata": {"name": "also-default"}, "value": 10, "globalDefault": True},
+        ],
+    )
+    runtime = Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime")
+    cluster_runtime = Resource(
+        "trainer.kubeflow.org",
+        "v1alpha1",
+        "clustertrainingruntimes",
+        "ClusterTrainingRuntime",
+        namespaced=False,
+    )
+    rt = {"metadata": {"name": "torch", "namespace": "team"}, "spec": {}}
+    crt = {"metadata": {"name": "torch-distributed"}, "spec": {}}
+    source = ContextSource(
+        Settings(node_selector_path=str(path), scheduling_unit="nvidia.com/gpu"),
+        priority_classes=classes,
+        runtimes=[_raw_informer(runtime, [rt]), _raw_informer(cluster_runtime, [crt])],
+    )
+    path.write_text("pool=cpu\n")  # read once, at construction
+    ctx = source.current()
+    assert ctx.node_selector == (("pool", "gpu"),)
+    assert ctx.scheduling_unit == "nvidia.com/gpu"
+    assert not ctx.node_mode
+    assert ctx.priority_classes == {"high": 1000, "low": -5, "also-default": 10}
+    assert ctx.default_priority == -5  # several defaults: the lowest wins
+    assert ctx.runtimes == {
+        "TrainingRuntime/team/torch": rt,
+        "ClusterTrainingRuntime//torch-distributed": crt,
+    }
+    classes.on_event("DELETED", {"metadata": {"name": "low"}})
+    classes.on_event("DELETED", {"metadata": {"name": "also-default"}})
+    assert source.current().default_priority == 0
+
+
+def test_scheduler_config_from_settings() -> None:
+    config = scheduler_config(
+        Settings(
+            queueing_strategy="LeastAttainedService",
+            resize_interval=30,
+            pending_timeout=120,
+            cooldown_base=1.5,
+            cooldown_max=600,
+            starvation_limit=900,
+        )
+    )
+    assert config.strategy == Strategy.LEAST_ATTAINED_SERVICE
+    assert config.resize_interval == timedelta(seconds=30)
+    assert config.pending_timeout == timedelta(minutes=2)
+    assert config.cooldown_base == timedelta(seconds=2)  # whole seconds: cooldownTime persists
+    assert config.cooldown_max == timedelta(minutes=10)
+    assert config.starvation_limit == timedelta(minutes=15)
+
+
+# --------------------------------------------------------------------------- time
+
+
+def test_time_round_trip_and_floor() -> None:
+    assert parse_time("2026-01-01T00:00:05Z") == at(5)
+    assert parse_time("2026-01-01T01:00:05+01:00") == at(5)
+    assert parse_time("garbage") is None
+    assert parse_time(None) is None
+    assert parse_time("") is None
+    assert format_time(at(5)) == "2026-01-01T00:00:05Z"
+    assert format_time(None) is None
+    assert floor_now(at(5.75)) == at(5)
+    with pytest.raises(ValueError, match="aware"):
+        floor_now(datetime(2026, 1, 1))  # naive on purpose
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def test_new_job_takes_demand_and_defaults() -> None:
+    plugin = FakePlugin()
+    obj = job_obj("a", created=-60, min=2, max=4, units=8, priority=7, fixed=[1])
+    view = job_view("FakeJob", plugin, obj, [], GPU)
+    assert view == JobView(
+        key="FakeJob/ns/a",
+        kind="FakeJob",
+        namespace="ns",
+        name="a",
+        creation_time=at(-60),
+        priority=7,
+        min_size=2,
+        max_size=4,
+        fixed_pods=(1,),
+        replica_units=8,
+    )
+
+
+def test_scheduler_state_is_read_from_the_plugin_path() -> None:
+    state = {
+        "stage": "Running",
+        "currentSize": 3,
+        "submitTime": ts(-50),
+        "queuedTime": ts(-40),
+        "requeueTime": ts(-10),
+        "cooldownTime": ts(-30),
+        "requeueCount": 2,
+        "lastResizeTime": ts(-20),
+        "attainedService": 120,
+        "serviceUpdatedTime": ts(-5),
+        "queuePosition": 1,
+    }
+    nested = FakePlugin("Nested", scheduling_path=("status", "lattice"))
+    view = job_view("Nested", nested, job_obj("a", status={"lattice": state}), [], GPU)
+    assert isinstance(view, JobView)
+    assert (view.stage, view.current_size, view.requeue_count) == ("Running", 3, 2)
+    assert view.submit_time == at(-50)
+    assert view.queued_time == at(-40)
+    assert view.requeue_time == at(-10)
+    assert view.cooldown_time == at(-30)
+    assert view.last_resize_time == at(-20)
+    assert view.attained_service == 120.0
+    assert view.service_updated_at == at(-5)
+    assert not view.finished
+    # The same block at the wrong path is not read.
+    flat = job_view("FakeJob", FakePlugin(), job_obj("a", status={"lattice": state}), [], GPU)
+    assert isinstance(flat, JobView)
+    assert flat.stage == Stage.NEW
+
+
+def test_invalid_job_is_skipped_with_the_problems() -> None:
+    view = job_view("FakeJob", FakePlugin(), job_obj("bad", invalid=True), [], GPU)
+    assert view == Invalid(key="FakeJob/ns/bad", message="spec.invalid: must not be set")
+
+
+@pytest.mark.parametrize(
+    ("status", "meta", "finished"),
+    [
+        pytest.param({"stage": "Running"}, {}, False, id="running"),
+        pytest.param({"stage": "Completed"}, {}, True, id="completed stage"),
+        pytest.param({"stage": "Wrong"}, {}, True, id="wrong stage"),
+        pytest.param(
+            {
+                "stage": "Running",
+                "execStatus": {"conditions": [{"type": "Succeeded", "status": "True"}]},
+            },
+            {},
+            True,
+            id="succeeded condition",
+        ),
+        pytest.param(
+            {
+                "stage": "Running",
+                "execStatus": {"conditions": [{"type": "Failed", "status": "True"}]},
+            },
+            {},
+            True,
+            id="failed condition",
+        ),
+        pytest.param(
+            {
+                "stage": "Running",
+                "execStatus": {"conditions": [{"type": "Failed", "status": "False"}]},
+            },
+            {},
+            False,
+            id="false condition",
+        ),
+        pytest.param({"stage": "Running"}, {"deletionTimestamp": ts(0)}, True, id="deleting"),
+    ],
+)
+def test_finished(status: Obj, meta: Obj, finished: bool) -> None:
+    obj = job_obj("a", status=status)
+    obj["metadata"].update(meta)
+    view = job_view("FakeJob", FakePlugin(), obj, [], GPU)
+    assert isinstance(view, JobView)
+    assert view.finished is finished
+
+
+def test_pending_since_is_the_earliest_live_pending_pod_while_running() -> None:
+    pods = [
+        pod_info(pod_obj("w0", job="a", phase="Running", created=-100)),
+        pod_info(pod_obj("w1", job="a", phase="Pending", created=-50)),
+        pod_info(pod_obj("w2", job="a", phase="Pending", created=-80, unschedulable_since=-40)),
+        pod_info(pod_obj("w3", job="a", phase="Pending", created=-90, deleting=True)),
+        pod_info(pod_obj("w4", job="a", phase="Failed", created=-95)),
+    ]
+    running = job_obj("a", status={"stage": "Running", "currentSize": 5})
+    view = job_view("FakeJob", FakePlugin(), running, pods, GPU)
+    assert isinstance(view, JobView)
+    assert view.pending_since == at(-50)
+    # unschedulable_since wins over creation time.
+    view = job_view("FakeJob", FakePlugin(), running, pods[2:3], GPU)
+    assert isinstance(view, JobView)
+    assert view.pending_since == at(-40)
+    # No pending pod, or not running: None.
+    view = job_view("FakeJob", FakePlugin(), running, pods[:1], GPU)
+    assert isinstance(view, JobView)
+    assert view.pending_since is None
+    waiting = job_obj("a", status={"stage": "Waiting"})
+    view = job_view("FakeJob", FakePlugin(), waiting, pods, GPU)
+    assert isinstance(view, JobView)
+    assert view.pending_since is None
+
+
+# --------------------------------------------------------------------------- status
+
+
+def _decision(**fields: Any) -> Decision:
+    base: dict[str, Any] = {
+        "key": "FakeJob/ns/a",
+        "stage": "Running",
+        "size": 2,
+        "submit_time": at(0),
+        "queued_time": at(0),
+        "requeue_time": None,
+        "cooldown_time": None,
+        "requeue_count": 0,
+        "last_resize_time": at(10),
+        "attained_service": 0.0,
+        "service_updated_at": at(10),
+        "queue_position": 1,
+        "reason": "Admitted with 2 (min 1, max 2)",
+    }
+    base.update(fields)
+    return Decision(**base)
+
+
+def test_status_fields_write_every_scheduler_field() -> None:
+    view = job_view("FakeJob", FakePlugin(), job_obj("a", status={"stage": "Waiting"}), [], GPU)
+    assert isinstance(view, JobView)
+    fields = status_fields(_decision(), view=view, previous={}, now=at(10))
+    assert fields == {
+        "stage": "Running",
+        "currentSize": 2,
+        "submitTime": ts(0),
+        "queuedTime": ts(0),
+        "requeueTime": None,
+        "cooldownTime": None,
+        "queuePosition": 1,
+        "requeueCount": 0,
+        "attainedService": 0.0,
+        "serviceUpdatedTime": ts(10),
+        "lastExecTime": ts(10),
+        "lastResizeTime": ts(10),
+        "lastDecision": "Admitted with 2 (min 1, max 2)",
+    }
+
+
+def test_last_exec_time_only_moves_when_size_leaves_zero() -> None:
+    status = {"stage": "Running", "currentSize": 1, "lastExecTime": ts(-100)}
+    view = job_view("FakeJob", FakePlugin(), job_obj("a", status=status), [], GPU)
+    assert isinstance(view, JobView)
+    fields = status_fields(_decision(size=2), view=view, previous=status, now=at(10))
+    assert fields["lastExecTime"] == ts(-100)
+    fields = status_fields(_decision(size=0), view=view, previous=status, now=at(10))
+    assert fields["lastExecTime"] == ts(-100)
