@@ -31,28 +31,35 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from lattice.api import constants
 from lattice.clock import Clock, RealClock
 from lattice.config import Settings
+from lattice.controllers.job import JobReconciler
+from lattice.frameworks.base import MANAGED_LABEL
+from lattice.frameworks.registry import PLUGINS
 from lattice.kube import KubeClient, Resource
 from lattice.kube.client import connect
 from lattice.kube.resources import NODES, PODS, PRIORITY_CLASSES, SERVICES
+from lattice.runtime.controller import Controller
+from lattice.runtime.events import EventRecorder
+from lattice.runtime.expectations import Expectations
 from lattice.runtime.informer import InformerFactory
 from lattice.runtime.leader import LeaderElector
 from lattice.runtime.metrics import Metrics
 from lattice.runtime.projections import (
     FOREIGN_POD_FIELD_SELECTOR,
+    OWNER_INDEX,
     POD_INDEXES,
     foreign_pod_usage,
     keep_raw,
     node_info,
     pod_info,
+    raw_owner_index,
 )
+from lattice.runtime.ratelimit import RateLimitingQueue
 from lattice.runtime.server import ProbeServer
+from lattice.scheduler.loop import ContextSource, SchedulerLoop, scheduler_config
 
 __all__ = ["JOB_RESOURCES", "MANAGED_LABEL", "Operator", "run"]
 
 log = structlog.get_logger(__name__)
-
-#: Every child object Lattice creates carries this label, so informers can select them.
-MANAGED_LABEL = "lattice.breezeml.ai/managed"
 
 JOB_RESOURCES: dict[str, Resource] = {
     "TrainingJob": Resource(constants.GROUP_BREEZEML, "v1", "trainingjobs", "TrainingJob"),
@@ -133,7 +140,68 @@ class Operator:
             transform_name="raw",
             namespaces=ns,
             label_selector=MANAGED_LABEL,
+            indexes={OWNER_INDEX: raw_owner_index},
         )
+        self.recorder = EventRecorder(
+            client,
+            clock=self.clock,
+            controller="lattice.breezeml.ai/operator",
+            instance=settings.pod_name or socket.gethostname(),
+            on_drop=self.metrics.events_dropped.inc,
+        )
+        self.context = ContextSource(
+            settings, priority_classes=self.priority_classes, runtimes=self.runtimes
+        )
+        self.expectations = Expectations(self.clock)
+        self.controllers: dict[str, Controller] = {}
+        plugins = {p.resource.kind: p for p in PLUGINS if p.resource.kind in self.jobs}
+        for kind, plugin in plugins.items():
+            reconciler = JobReconciler(
+                plugin=plugin,
+                client=client,
+                clock=self.clock,
+                jobs=self.jobs[kind],
+                pods=self.pods,
+                services=self.services,
+                context=self.context,
+                expectations=self.expectations,
+                recorder=self.recorder,
+                metrics=self.metrics,
+            )
+            name = kind.lower()
+            controller = Controller(
+                name=name,
+                reconciler=reconciler,
+                queue=RateLimitingQueue(self.clock, name=name, metrics=self.metrics.queue(name)),
+                workers=settings.workers,
+                metrics=self.metrics,
+                clock=self.clock,
+            )
+            reconciler.watch(controller.enqueue)
+            self.controllers[kind] = controller
+            self.add_runnable(name, controller.run)
+        self.scheduler = SchedulerLoop(
+            client=client,
+            clock=self.clock,
+            metrics=self.metrics,
+            recorder=self.recorder,
+            plugins=plugins,
+            jobs={k: self.jobs[k] for k in plugins},
+            pods=self.pods,
+            foreign_pods=self.foreign_pods,
+            nodes=self.nodes,
+            context=self.context,
+            config=scheduler_config(settings),
+        )
+        self.add_runnable("scheduler", self.scheduler.run)
+        self.add_runnable("events", self._run_recorder)
+
+    async def _run_recorder(self) -> None:
+        self.recorder.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.recorder.stop()
 
     def add_runnable(self, name: str, runnable: Runnable) -> None:
         """Register work that runs only while this replica leads."""
@@ -150,6 +218,14 @@ class Operator:
         stop_wait = asyncio.create_task(self.stop.wait())
         try:
             await asyncio.wait({stop_wait, *tasks}, return_when=asyncio.FIRST_COMPLETED)
+            # Stop taking work; let in-flight reconciles finish within the bound.
+            await asyncio.gather(
+                *(
+                    c.shutdown(timeout=self.settings.shutdown_timeout)
+                    for c in self.controllers.values()
+                ),
+                return_exceptions=True,
+            )
         finally:
             stop_wait.cancel()
             for t in tasks:
@@ -204,10 +280,10 @@ class _InformerMetrics:
         self._m.informer_relists.labels(informer, reason).inc()
 
     def watch_ended(self, informer: str, reason: str) -> None:
-        del informer, reason
+        self._m.informer_watch_ended.labels(informer, reason).inc()
 
     def event_applied(self, informer: str, event_type: str) -> None:
-        del informer, event_type
+        self._m.informer_events.labels(informer, event_type).inc()
 
     def synced(self, informer: str, value: bool) -> None:
         self._m.informer_synced.labels(informer).set(int(value))

@@ -67,6 +67,7 @@ __all__ = [
     "pod_info",
     "pod_info_keeping",
     "pod_owner_index",
+    "raw_owner_index",
     "strip_managed_fields",
 ]
 
@@ -265,6 +266,16 @@ def pod_owner_index(pod: PodInfo) -> tuple[str, ...]:
         return (owner_key(pod.owner.kind, pod.namespace, pod.owner.name),)
     job = pod.job_name
     return (owner_key("", pod.namespace, job),) if job else ()
+
+
+def raw_owner_index(obj: Obj) -> tuple[str, ...]:
+    """``OWNER_INDEX`` for raw objects (Services, ConfigMaps): the controller owner."""
+    meta = obj.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller"):
+            ns = str(meta.get("namespace", ""))
+            return (owner_key(str(ref.get("kind", "")), ns, str(ref.get("name", ""))),)
+    return ()
 
 
 def node_index(value: PodInfo | ForeignPodUsage) -> tuple[str, ...]:

@@ -1,0 +1,112 @@
+"""Pure helpers over a job's raw ``status``: paths, Kubeflow conditions, times.
+
+Contract: nothing here does I/O or reads a clock. Functions take the raw object (a dict from the
+cache) and return new values; inputs are never mutated (``with_path`` copies along the path).
+Conditions follow ``lattice.api.conditions.set_condition`` (Kubeflow ``status.go`` rules) and
+are serialised in the wire's camelCase.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from lattice.api.base import format_time, parse_time
+from lattice.api.common import ConditionStatus, JobCondition
+from lattice.api.conditions import set_condition
+
+__all__ = [
+    "condition_true",
+    "conditions_of",
+    "fmt",
+    "get_path",
+    "parse_opt_time",
+    "put_condition",
+    "with_path",
+]
+
+Obj = dict[str, Any]
+
+
+def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Obj:
+    """The dict at ``path`` (``{}`` where any step is missing or not a dict)."""
+    node: Any = obj
+    for step in path:
+        node = node.get(step) if isinstance(node, Mapping) else None
+        if node is None:
+            return {}
+    return dict(node) if isinstance(node, Mapping) else {}
+
+
+def with_path(status: Obj, path: Sequence[str], value: Obj) -> Obj:
+    """A copy of ``status`` (the object's ``status`` dict) with the block at ``path`` replaced.
+
+    ``path`` starts with ``"status"``; ``("status",)`` replaces the whole status.
+    """
+    if not path or path[0] != "status":
+        raise ValueError(f"status path must start with 'status', got {path!r}")
+    rest = path[1:]
+    if not rest:
+        return dict(value)
+    out = dict(status)
+    child = out.get(rest[0])
+    out[rest[0]] = with_path(
+        dict(child) if isinstance(child, Mapping) else {}, ("status", *rest[1:]), value
+    )
+    return out
+
+
+def conditions_of(block: Mapping[str, Any]) -> list[JobCondition]:
+    """The Kubeflow conditions of an exec-status block, parsed (bad entries are skipped)."""
+    out: list[JobCondition] = []
+    for raw in block.get("conditions") or ():
+        try:
+            out.append(JobCondition.model_validate(raw))
+        except ValueError:
+            continue
+    return out
+
+
+def condition_true(block: Mapping[str, Any], type: str) -> bool:
+    """Whether the block has a condition ``type`` with status True."""
+    return any(
+        c.get("type") == type and c.get("status") == "True"
+        for c in block.get("conditions") or ()
+        if isinstance(c, Mapping)
+    )
+
+
+def put_condition(
+    block: Obj, *, type: str, status: bool, reason: str, message: str, now: datetime
+) -> Obj:
+    """A copy of ``block`` with the condition set by Kubeflow's rules."""
+    updated = set_condition(
+        conditions_of(block),
+        type=type,
+        status=ConditionStatus.TRUE if status else ConditionStatus.FALSE,
+        reason=reason,
+        message=message,
+        now=now,
+    )
+    out = copy.copy(block)
+    out["conditions"] = [
+        c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in updated
+    ]
+    return out
+
+
+def parse_opt_time(value: object) -> datetime | None:
+    """An RFC 3339 string as an aware datetime; None for anything else."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
+def fmt(value: datetime) -> str:
+    """The wire format of a ``metav1.Time``."""
+    return format_time(value)
