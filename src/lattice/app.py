@@ -36,7 +36,15 @@ from lattice.frameworks.base import MANAGED_LABEL
 from lattice.frameworks.registry import PLUGINS
 from lattice.kube import KubeClient, Resource
 from lattice.kube.client import connect
-from lattice.kube.resources import NODES, PODS, PRIORITY_CLASSES, SERVICES
+from lattice.kube.resources import (
+    BATCH_JOBS,
+    CONFIGMAPS,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    SECRETS,
+    SERVICES,
+)
 from lattice.runtime.controller import Controller
 from lattice.runtime.events import EventRecorder
 from lattice.runtime.expectations import Expectations
@@ -52,6 +60,7 @@ from lattice.runtime.projections import (
     node_info,
     pod_info,
     raw_owner_index,
+    strip_managed_fields,
 )
 from lattice.runtime.ratelimit import RateLimitingQueue
 from lattice.runtime.server import ProbeServer
@@ -142,6 +151,21 @@ class Operator:
             label_selector=MANAGED_LABEL,
             indexes={OWNER_INDEX: raw_owner_index},
         )
+        # Other children (MPI hostfile ConfigMaps, ssh Secrets, launcher Jobs), ours by label.
+        self.children = {
+            res.kind: (
+                res,
+                self.informers.informer(
+                    res,
+                    transform=strip_managed_fields,
+                    transform_name="raw-slim",
+                    namespaces=ns,
+                    label_selector=MANAGED_LABEL,
+                    indexes={OWNER_INDEX: raw_owner_index},
+                ),
+            )
+            for res in (CONFIGMAPS, SECRETS, BATCH_JOBS)
+        }
         self.recorder = EventRecorder(
             client,
             clock=self.clock,
@@ -167,6 +191,7 @@ class Operator:
                 expectations=self.expectations,
                 recorder=self.recorder,
                 metrics=self.metrics,
+                others=self.children,
             )
             name = kind.lower()
             controller = Controller(

@@ -26,8 +26,8 @@ Conditions follow Kubeflow: ``Created``, ``Running``, ``Restarting``, ``Succeede
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any, Protocol
 
 import structlog
@@ -36,17 +36,22 @@ from lattice.api.base import normalize_time
 from lattice.clock import Clock
 from lattice.controllers.children import ChildSync, Existing
 from lattice.controllers.jobstatus import (
+    PREEMPTED,
+    Step,
+    condition_reason,
     condition_true,
+    controller_ref,
     fmt,
-    get_path,
     parse_opt_time,
     put_condition,
+    replica_statuses,
+    with_nulls,
     with_path,
 )
-from lattice.frameworks.base import InvalidJob, JobPlugin, OperatorContext, Progress
+from lattice.frameworks.base import Children, InvalidJob, JobPlugin, OperatorContext
 from lattice.kube import KubeClient, NotFound
 from lattice.kube.resources import PODS, SERVICES, Resource
-from lattice.runtime.controller import Result
+from lattice.runtime.controller import Result, TerminalError
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
 from lattice.runtime.informer import Informer
@@ -87,8 +92,11 @@ class JobReconciler:
         expectations: Expectations,
         recorder: EventRecorder,
         metrics: Metrics,
+        others: Mapping[str, tuple[Resource, Informer[Obj]]] | None = None,
     ) -> None:
         self.plugin = plugin
+        #: Other child kinds (``"ConfigMap"``, ``"Secret"``, ``"Job"``): REST descriptor + cache.
+        self._others = dict(others or {})
         self.kind = plugin.resource.kind
         self._res = kube_resource(plugin)
         self._client = client
@@ -135,28 +143,33 @@ class JobReconciler:
             )
             enqueue(f"{pod.namespace}/{pod.owner.name}")
 
-        def on_service(event: str, old: Obj | None, new: Obj | None) -> None:
-            obj = new if new is not None else old
-            if obj is None:
-                return
-            meta = obj.get("metadata") or {}
-            ref = _controller_ref(meta)
-            if ref is None or ref.get("kind") != self.kind:
-                return
-            ns = str(meta.get("namespace", ""))
-            key = self._exp_key(ns, str(ref.get("name")), "services")
-            self._observe(
-                key,
-                event,
-                str(meta.get("name")),
-                old_deleting=False,
-                new_deleting=bool(new and (new.get("metadata") or {}).get("deletionTimestamp")),
-            )
-            enqueue(f"{ns}/{ref.get('name')}")
+        def raw_handler(what: str) -> Callable[[str, Obj | None, Obj | None], None]:
+            def on_child(event: str, old: Obj | None, new: Obj | None) -> None:
+                obj = new if new is not None else old
+                if obj is None:
+                    return
+                meta = obj.get("metadata") or {}
+                ref = controller_ref(meta)
+                if ref is None or ref.get("kind") != self.kind:
+                    return
+                ns = str(meta.get("namespace", ""))
+                new_meta = (new or {}).get("metadata") or {}
+                self._observe(
+                    self._exp_key(ns, str(ref.get("name")), what),
+                    event,
+                    str(meta.get("name")),
+                    old_deleting=bool(((old or {}).get("metadata") or {}).get("deletionTimestamp")),
+                    new_deleting=bool(new_meta.get("deletionTimestamp")),
+                )
+                enqueue(f"{ns}/{ref.get('name')}")
+
+            return on_child
 
         self._jobs.add_handler(on_job)
         self._pods.add_handler(on_pod)
-        self._services.add_handler(on_service)
+        self._services.add_handler(raw_handler("services"))
+        for child_kind, (_, informer) in self._others.items():
+            informer.add_handler(raw_handler(child_kind))
 
     def _observe(
         self, key: str, event: str, name: str, *, old_deleting: bool, new_deleting: bool
@@ -175,8 +188,8 @@ class JobReconciler:
         ns, _, name = key.partition("/")
         obj = self._jobs.store.get(key)
         if obj is None:
-            self._exp.delete(self._exp_key(ns, name, "pods"))
-            self._exp.delete(self._exp_key(ns, name, "services"))
+            for what in ("pods", "services", *self._others):
+                self._exp.delete(self._exp_key(ns, name, what))
             return Result()
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp"):
@@ -185,7 +198,7 @@ class JobReconciler:
         ref = ObjectRef(self.plugin.resource.api_version, self.kind, ns, name, uid)
         now = normalize_time(self._clock.now())
         ctx = self._context.current()
-        step = _Step(obj, self.plugin, now, ref)
+        step = Step(obj, self.plugin, now, ref)
         try:
             job = self.plugin.parse(obj, ctx)
         except InvalidJob as exc:
@@ -197,15 +210,14 @@ class JobReconciler:
         elif step.sched.get("stage") == "Wrong":
             return Result()
         else:
-            pods_key = self._exp_key(ns, name, "pods")
-            svc_key = self._exp_key(ns, name, "services")
-            if not (self._exp.satisfied(pods_key) and self._exp.satisfied(svc_key)):
+            kinds = ("pods", "services", *self._others)
+            if not all(self._exp.satisfied(self._exp_key(ns, name, k)) for k in kinds):
                 return Result(requeue_after=_EXPECTATION_RECHECK)
             requeue = await self._active(step, job, ctx)
         result = await self._finish(step, ref, obj)
         return Result(requeue_after=requeue) if requeue is not None else result
 
-    async def _finish(self, step: _Step, ref: ObjectRef, obj: Obj) -> Result:
+    async def _finish(self, step: Step, ref: ObjectRef, obj: Obj) -> Result:
         old = obj.get("status") or {}
         new = old
         # The shorter path first: Kubeflow kinds keep the scheduler block inside the exec one.
@@ -230,7 +242,7 @@ class JobReconciler:
                 counter.labels(ref.namespace, self._framework).inc()
         return Result()
 
-    def _mark_wrong(self, step: _Step, exc: InvalidJob) -> None:
+    def _mark_wrong(self, step: Step, exc: InvalidJob) -> None:
         message = f"invalid {self.kind}: {exc}"
         step.sched.update(stage="Wrong", currentSize=0, reason="InvalidSpec", message=message)
         if not condition_true(step.exec, "Failed"):
@@ -245,7 +257,7 @@ class JobReconciler:
             step.events.append(("Warning", f"{self.kind}FailedValidation", message))
             step.counters.append(self._metrics.jobs_failed)
 
-    async def _finished(self, step: _Step, job: Any) -> float | None:
+    async def _finished(self, step: Step, job: Any) -> float | None:
         ref = step.ref
         ns, name, uid = ref.namespace, ref.name, ref.uid
         step.sched.update(stage="Completed", currentSize=0)
@@ -284,7 +296,7 @@ class JobReconciler:
             return None
         return (expire - step.now).total_seconds()
 
-    async def _active(self, step: _Step, job: Any, ctx: OperatorContext) -> float | None:
+    async def _active(self, step: Step, job: Any, ctx: OperatorContext) -> float | None:
         ref = step.ref
         ns, name, uid = ref.namespace, ref.name, ref.uid
         kind, now = self.kind, step.now
@@ -292,7 +304,8 @@ class JobReconciler:
         size = raw_size if isinstance(raw_size, int) and raw_size > 0 else 0
         pods = self._owned_pods(ns, name, uid)
         live = [p for p in pods if p.deletion_timestamp is None]
-        progress = self.plugin.progress(job, size=size, pods=live)
+        others = self._owned_others(ns, name, uid)
+        progress = self.plugin.progress(job, size=size, pods=live, others=others)
         policy = self.plugin.run_policy(job)
         demand = self.plugin.demand(job, ctx)
         if not condition_true(step.exec, "Created"):
@@ -328,7 +341,7 @@ class JobReconciler:
                 step.condition("Succeeded", True, f"{kind}Succeeded", msg)
                 step.events.append(("Normal", f"{kind}Succeeded", msg))
                 step.counters.append(self._metrics.jobs_successful)
-            step.exec["replicaStatuses"] = _replica_statuses(progress)
+            step.exec["replicaStatuses"] = replica_statuses(progress)
             step.sched.update(stage="Completed", currentSize=0, completionTime=fmt(now))
             step.exec["completionTime"] = fmt(now)
             return None
@@ -367,27 +380,88 @@ class JobReconciler:
             desired=children.services,
             existing=self._owned_services(ns, name, uid),
         )
+        await self._sync_others(ref, children, others)
         if size > 0 and start is None:
             step.exec["startTime"] = fmt(now)
         if progress.running and not progress.recreate:
             step.condition("Running", True, f"{kind}Running", f"{kind} {ns}/{name} is running.")
-        elif size == 0 and condition_true(step.exec, "Running"):
-            msg = f"{kind} {ns}/{name} holds no replicas: waiting for the scheduler."
-            step.condition("Running", False, f"{kind}Waiting", msg)
-        step.exec["replicaStatuses"] = _replica_statuses(progress)
+        self._preemption(step, size=size, suspended=demand.suspended)
+        step.exec["replicaStatuses"] = replica_statuses(progress)
         return requeue
 
-    def _suspension(self, step: _Step, suspended: bool, ns: str, name: str) -> None:
+    def _preemption(self, step: Step, *, size: int, suspended: bool) -> None:
+        """Show that the scheduler stopped (or resumed) a job that had started."""
+        kind, ref = self.kind, step.ref
+        preempted = condition_reason(step.exec, "Suspended") == PREEMPTED
+        if size == 0 and not suspended and condition_true(step.exec, "Running"):
+            msg = f"{kind} {ref.namespace}/{ref.name} holds no replicas: waiting for the scheduler."
+            if self.plugin.preempted_condition == "Suspended":
+                step.condition("Suspended", True, PREEMPTED, msg)
+            step.condition("Running", False, f"{kind}Waiting", msg)
+        elif size > 0 and preempted:
+            msg = f"{kind} {ref.namespace}/{ref.name} is resumed by the scheduler."
+            step.condition("Suspended", False, f"{kind}Resumed", msg)
+
+    def _suspension(self, step: Step, suspended: bool, ns: str, name: str) -> None:
         kind = self.kind
-        if suspended and not condition_true(step.exec, "Suspended"):
+        user_suspended = condition_reason(step.exec, "Suspended") == f"{kind}Suspended"
+        if suspended and not user_suspended:
             msg = f"{kind} {ns}/{name} is suspended."
             step.condition("Suspended", True, f"{kind}Suspended", msg)
             step.exec.pop("startTime", None)
             step.events.append(("Normal", f"{kind}Suspended", msg))
-        elif not suspended and condition_true(step.exec, "Suspended"):
+        elif not suspended and user_suspended and condition_true(step.exec, "Suspended"):
             msg = f"{kind} {ns}/{name} is resumed."
             step.condition("Suspended", False, f"{kind}Resumed", msg)
             step.events.append(("Normal", f"{kind}Resumed", msg))
+
+    def _owned_others(self, ns: str, name: str, uid: str) -> dict[str, Obj]:
+        out: dict[str, Obj] = {}
+        for child_kind, (_, informer) in self._others.items():
+            for obj in informer.store.by_index(OWNER_INDEX, owner_key(self.kind, ns, name)):
+                meta = obj.get("metadata") or {}
+                ref = controller_ref(meta)
+                if ref is not None and ref.get("uid") == uid:
+                    out[f"{child_kind}/{meta.get('name')}"] = obj
+        return out
+
+    async def _sync_others(self, ref: ObjectRef, children: Children, others: Obj) -> None:
+        desired = {"ConfigMap": children.config_maps, "Secret": children.secrets}
+        desired["Job"] = children.jobs
+        for child_kind, manifests in desired.items():
+            if child_kind not in self._others:
+                if manifests:
+                    raise TerminalError(f"{self.kind} wants {child_kind}s, which are not watched")
+                continue
+            res = self._others[child_kind][0]
+            existing = {
+                key.partition("/")[2]: Existing(
+                    key.partition("/")[2],
+                    True,
+                    bool((obj.get("metadata") or {}).get("deletionTimestamp")),
+                    0,
+                )
+                for key, obj in others.items()
+                if key.startswith(f"{child_kind}/")
+            }
+            await self._children.sync(
+                job=ref,
+                exp_key=self._exp_key(ref.namespace, ref.name, child_kind),
+                res=res,
+                desired=manifests,
+                existing=existing,
+            )
+            if child_kind != "ConfigMap":
+                continue
+            for manifest in manifests:
+                current = others.get(f"ConfigMap/{manifest['metadata']['name']}")
+                if current is not None and current.get("data") != manifest.get("data"):
+                    await self._client.patch(
+                        res,
+                        manifest["metadata"]["name"],
+                        {"data": with_nulls(current.get("data"), manifest.get("data"))},
+                        namespace=ref.namespace,
+                    )
 
     def _owned_pods(self, ns: str, name: str, uid: str) -> list[PodInfo]:
         return [
@@ -400,7 +474,7 @@ class JobReconciler:
         out: dict[str, Existing] = {}
         for obj in self._services.store.by_index(OWNER_INDEX, owner_key(self.kind, ns, name)):
             meta = obj.get("metadata") or {}
-            ref = _controller_ref(meta)
+            ref = controller_ref(meta)
             if ref is None or ref.get("uid") != uid:
                 continue
             labels = meta.get("labels") or {}
@@ -410,39 +484,3 @@ class JobReconciler:
                 svc, True, bool(meta.get("deletionTimestamp")), int(raw) if raw.isdigit() else 0
             )
         return out
-
-
-class _Step:
-    """The mutable working copy of one reconcile: new status blocks, events, counters."""
-
-    def __init__(self, obj: Obj, plugin: JobPlugin[Any], now: datetime, ref: ObjectRef) -> None:
-        self.now = now
-        self.ref = ref
-        self.sched = get_path(obj, plugin.scheduling_path)
-        self.exec = get_path(obj, plugin.exec_path)
-        if plugin.exec_path == plugin.scheduling_path:
-            raise ValueError("exec_path and scheduling_path must differ")
-        self.events: list[tuple[str, str, str]] = []
-        self.counters: list[Any] = []
-        self.finished = condition_true(self.exec, "Succeeded") or condition_true(
-            self.exec, "Failed"
-        )
-
-    def condition(self, type: str, status: bool, reason: str, message: str) -> None:
-        self.exec = put_condition(
-            self.exec, type=type, status=status, reason=reason, message=message, now=self.now
-        )
-
-
-def _replica_statuses(progress: Progress) -> dict[str, Obj]:
-    return {
-        rtype: {"active": c.active, "succeeded": c.succeeded, "failed": c.failed}
-        for rtype, c in sorted(progress.replicas.items())
-    }
-
-
-def _controller_ref(meta: Obj) -> Obj | None:
-    for ref in meta.get("ownerReferences") or ():
-        if isinstance(ref, dict) and ref.get("controller"):
-            return ref
-    return None

@@ -16,14 +16,22 @@ from typing import Any
 from lattice.api.base import format_time, parse_time
 from lattice.api.common import ConditionStatus, JobCondition
 from lattice.api.conditions import set_condition
+from lattice.frameworks.base import JobPlugin, Progress
+from lattice.runtime.events import ObjectRef
 
 __all__ = [
+    "PREEMPTED",
+    "Step",
+    "condition_reason",
     "condition_true",
     "conditions_of",
+    "controller_ref",
     "fmt",
     "get_path",
     "parse_opt_time",
     "put_condition",
+    "replica_statuses",
+    "with_nulls",
     "with_path",
 ]
 
@@ -110,3 +118,59 @@ def parse_opt_time(value: object) -> datetime | None:
 def fmt(value: datetime) -> str:
     """The wire format of a ``metav1.Time``."""
     return format_time(value)
+
+
+class Step:
+    """The mutable working copy of one reconcile: new status blocks, events, counters."""
+
+    def __init__(self, obj: Obj, plugin: JobPlugin[Any], now: datetime, ref: ObjectRef) -> None:
+        self.now = now
+        self.ref = ref
+        self.sched = get_path(obj, plugin.scheduling_path)
+        self.exec = get_path(obj, plugin.exec_path)
+        if plugin.exec_path == plugin.scheduling_path:
+            raise ValueError("exec_path and scheduling_path must differ")
+        self.events: list[tuple[str, str, str]] = []
+        self.counters: list[Any] = []
+        self.finished = condition_true(self.exec, "Succeeded") or condition_true(
+            self.exec, "Failed"
+        )
+
+    def condition(self, type: str, status: bool, reason: str, message: str) -> None:
+        self.exec = put_condition(
+            self.exec, type=type, status=status, reason=reason, message=message, now=self.now
+        )
+
+
+def replica_statuses(progress: Progress) -> dict[str, Obj]:
+    return {
+        rtype: {"active": c.active, "succeeded": c.succeeded, "failed": c.failed}
+        for rtype, c in sorted(progress.replicas.items())
+    }
+
+
+PREEMPTED = "Preempted"
+
+
+def condition_reason(block: Obj, type: str) -> str | None:
+    for cond in block.get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == type:
+            reason = cond.get("reason")
+            return str(reason) if reason is not None else None
+    return None
+
+
+def with_nulls(old: object, new: object) -> dict[str, Any]:
+    """A merge patch body for a string map: keys gone from ``new`` become null."""
+    before = old if isinstance(old, dict) else {}
+    after = new if isinstance(new, dict) else {}
+    patch: dict[str, Any] = {k: None for k in before if k not in after}
+    patch.update(after)
+    return patch
+
+
+def controller_ref(meta: Obj) -> Obj | None:
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller"):
+            return ref
+    return None

@@ -126,12 +126,19 @@ class RunPolicyView:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Children:
-    """The desired child objects of a job, as complete manifests."""
+    """The desired child objects of a job, as complete manifests.
+
+    The reconciler creates what is missing and deletes owned objects no longer desired. Pods,
+    Services, Secrets and batch Jobs are never updated once created (a Secret holding generated
+    material is create-only); a ConfigMap whose ``data`` differs is updated in place (the MPI
+    hostfile follows the running workers).
+    """
 
     pods: tuple[Obj, ...] = ()
     services: tuple[Obj, ...] = ()
     config_maps: tuple[Obj, ...] = ()
     secrets: tuple[Obj, ...] = ()
+    jobs: tuple[Obj, ...] = ()
 
 
 class ContainerView(Protocol):
@@ -240,6 +247,24 @@ class JobPlugin(Protocol[M]):
         """Every child object the job should have at ``size``."""
         ...
 
-    def progress(self, job: M, *, size: int, pods: Sequence[PodView]) -> Progress:
-        """The kind's status rules over the observed, non-deleted pods of the job."""
+    @property
+    def preempted_condition(self) -> str:
+        """How a started job that the scheduler stopped shows it: ``"Running"`` (Running=False,
+        reason ``<Kind>Waiting``) or ``"Suspended"`` (Suspended=True, reason ``Preempted``, as
+        Kubeflow kinds show an external stop; the user's ``suspend`` field is never touched)."""
+        ...
+
+    def progress(
+        self,
+        job: M,
+        *,
+        size: int,
+        pods: Sequence[PodView],
+        others: Mapping[str, Mapping[str, Any]],
+    ) -> Progress:
+        """The kind's status rules over the observed, non-deleted pods of the job.
+
+        ``others`` holds the job's other observed children (batch Jobs, ConfigMaps, Secrets) as
+        raw objects keyed ``"<Kind>/<name>"``, e.g. ``"Job/pi-launcher"``.
+        """
         ...

@@ -291,7 +291,19 @@ class TrainingJobPlugin:
 
     # ----------------------------------------------------------------------- status
 
-    def progress(self, job: TrainingJob, *, size: int, pods: Sequence[PodView]) -> Progress:
+    @property
+    def preempted_condition(self) -> str:
+        return "Running"
+
+    def progress(
+        self,
+        job: TrainingJob,
+        *,
+        size: int,
+        pods: Sequence[PodView],
+        others: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> Progress:
+        del others  # a TrainingJob has only pods and services
         workers = sorted(
             (
                 p

@@ -104,7 +104,13 @@ class FakePlugin:
     def children(self, job: Any, *, size: int, ctx: OperatorContext) -> Any:
         raise NotImplementedError
 
-    def progress(self, job: Any, *, size: int, pods: Sequence[Any]) -> Any:
+    @property
+    def preempted_condition(self) -> str:
+        return "Running"
+
+    def progress(
+        self, job: Any, *, size: int, pods: Sequence[Any], others: Mapping[str, Any]
+    ) -> Any:
         raise NotImplementedError
 
 
