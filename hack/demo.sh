@@ -80,7 +80,7 @@ say "5. D is deleted: A grows back to 4 and C resumes, ahead of any later arriva
 kubectl delete -n "$ns" -f examples/demo/tj-d.yaml >/dev/null
 wait_sizes a=4 b=2 c=2 && show
 say "what the scheduler told the users (events)"
-kubectl get events.v1.events.k8s.io -n "$ns" --sort-by=.metadata.creationTimestamp \
+kubectl get events.v1.events.k8s.io -n "$ns" --sort-by=.eventTime \
   -o custom-columns='OBJECT:.regarding.name,REASON:.reason,NOTE:.note' |
   grep -E 'Queued|Admitted|Grown|Shrunk|Preempted|OBJECT'
 say "kubectl get pods -n $ns"
