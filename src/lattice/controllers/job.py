@@ -35,6 +35,7 @@ import structlog
 from lattice.api.base import normalize_time
 from lattice.clock import Clock
 from lattice.controllers.children import ChildSync, Existing
+from lattice.controllers.generated import fill_generated
 from lattice.controllers.jobstatus import (
     PREEMPTED,
     Step,
@@ -48,7 +49,13 @@ from lattice.controllers.jobstatus import (
     with_nulls,
     with_path,
 )
-from lattice.frameworks.base import Children, InvalidJob, JobPlugin, OperatorContext
+from lattice.frameworks.base import (
+    Children,
+    InvalidJob,
+    JobPlugin,
+    OperatorContext,
+    managed_elsewhere,
+)
 from lattice.kube import KubeClient, NotFound
 from lattice.kube.resources import PODS, SERVICES, Resource
 from lattice.runtime.controller import Result, TerminalError
@@ -192,7 +199,7 @@ class JobReconciler:
                 self._exp.delete(self._exp_key(ns, name, what))
             return Result()
         meta = obj.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
+        if meta.get("deletionTimestamp") or managed_elsewhere(obj):
             return Result()
         uid = str(meta.get("uid", ""))
         ref = ObjectRef(self.plugin.resource.api_version, self.kind, ns, name, uid)
@@ -428,7 +435,8 @@ class JobReconciler:
     async def _sync_others(self, ref: ObjectRef, children: Children, others: Obj) -> None:
         desired = {"ConfigMap": children.config_maps, "Secret": children.secrets}
         desired["Job"] = children.jobs
-        for child_kind, manifests in desired.items():
+        for child_kind, wanted in desired.items():
+            manifests = wanted
             if child_kind not in self._others:
                 if manifests:
                     raise TerminalError(f"{self.kind} wants {child_kind}s, which are not watched")
@@ -444,6 +452,10 @@ class JobReconciler:
                 for key, obj in others.items()
                 if key.startswith(f"{child_kind}/")
             }
+            if child_kind == "Secret":
+                manifests = tuple(
+                    m if m["metadata"]["name"] in existing else fill_generated(m) for m in manifests
+                )
             await self._children.sync(
                 job=ref,
                 exp_key=self._exp_key(ref.namespace, ref.name, child_kind),

@@ -34,6 +34,7 @@ from lattice.api.constants import Resource
 __all__ = [
     "MANAGED_LABEL",
     "NODE_UNIT",
+    "OUR_MANAGERS",
     "Children",
     "ContainerView",
     "Demand",
@@ -45,6 +46,7 @@ __all__ = [
     "Progress",
     "ReplicaCounts",
     "RunPolicyView",
+    "managed_elsewhere",
 ]
 
 Obj = dict[str, Any]
@@ -52,6 +54,16 @@ M = TypeVar("M")
 
 #: Every child object Lattice creates carries this label (value "true"); informers select on it.
 MANAGED_LABEL = "lattice.breezeml.ai/managed"
+#: ``managedBy`` values that mean "this operator": upstream's own controller names (we replace
+#: them). Any other value (e.g. ``kueue.x-k8s.io/multikueue``) hands the job to someone else.
+OUR_MANAGERS = frozenset(
+    {
+        "kubeflow.org/training-operator",
+        "kubeflow.org/mpi-operator",
+        "trainer.kubeflow.org/trainjob-controller",
+        "breezeml.ai/lattice",
+    }
+)
 #: ``RESOURCE_SCHEDULING_UNIT`` value meaning "one replica takes one whole node".
 NODE_UNIT = "node"
 
@@ -268,3 +280,19 @@ class JobPlugin(Protocol[M]):
         raw objects keyed ``"<Kind>/<name>"``, e.g. ``"Job/pi-launcher"``.
         """
         ...
+
+
+def managed_elsewhere(obj: Mapping[str, Any]) -> bool:
+    """Whether ``spec.runPolicy.managedBy`` / ``spec.managedBy`` names another controller.
+
+    Upstream controllers ignore such jobs entirely (no children, no status); so do the
+    reconciler and the scheduler.
+    """
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return False
+    run_policy = spec.get("runPolicy")
+    value = run_policy.get("managedBy") if isinstance(run_policy, Mapping) else None
+    if value is None:
+        value = spec.get("managedBy")
+    return isinstance(value, str) and bool(value) and value not in OUR_MANAGERS

@@ -14,6 +14,7 @@ from lattice.controllers.jobstatus import (
     put_condition,
     with_path,
 )
+from lattice.frameworks.base import managed_elsewhere
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 
@@ -108,3 +109,24 @@ def test_succeeded_flips_running_to_false() -> None:
 )
 def test_parse_opt_time(raw: object, want: datetime | None) -> None:
     assert parse_opt_time(raw) == want
+
+
+@pytest.mark.parametrize(
+    ("spec", "want"),
+    [
+        pytest.param({}, False, id="no managedBy: ours"),
+        pytest.param({"runPolicy": {"managedBy": "kubeflow.org/mpi-operator"}}, False, id="mpi"),
+        pytest.param(
+            {"runPolicy": {"managedBy": "kubeflow.org/training-operator"}}, False, id="kubeflow"
+        ),
+        pytest.param(
+            {"runPolicy": {"managedBy": "kueue.x-k8s.io/multikueue"}}, True, id="multikueue"
+        ),
+        pytest.param(
+            {"managedBy": "trainer.kubeflow.org/trainjob-controller"}, False, id="trainjob ours"
+        ),
+        pytest.param({"managedBy": "example.com/other"}, True, id="trainjob elsewhere"),
+    ],
+)
+def test_managed_elsewhere(spec: dict[str, Any], want: bool) -> None:
+    assert managed_elsewhere({"spec": spec}) is want

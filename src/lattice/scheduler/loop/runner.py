@@ -47,7 +47,7 @@ from typing import Any
 import structlog
 
 from lattice.clock import Clock
-from lattice.frameworks.base import JobPlugin, OperatorContext
+from lattice.frameworks.base import JobPlugin, OperatorContext, managed_elsewhere
 from lattice.kube import ApiError, Conflict, KubeClient, NotFound, Resource
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.informer import Informer
@@ -307,6 +307,8 @@ class SchedulerLoop:
             for store_key, cached in informer.store.items():
                 namespace, name = split_key(store_key)
                 obj, stale = self._current(f"{kind}/{namespace}/{name}", cached)
+                if managed_elsewhere(obj):
+                    continue  # another controller (e.g. MultiKueue) owns this job
                 owned = pods.by_index(OWNER_INDEX, owner_key(kind, namespace, name))
                 view = job_view(kind, plugin, obj, owned, ctx)
                 previous = get_path(obj, plugin.scheduling_path)

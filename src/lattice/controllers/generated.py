@@ -1,0 +1,56 @@
+"""Secret material the pure plugins cannot make: filled in just before a Secret is created.
+
+Contract: a plugin marks a Secret manifest with the annotation ``lattice.breezeml.ai/generate``;
+``fill_generated`` returns a copy with the material in ``data`` (base64, as the API wants) and the
+annotation kept, so the object says how it was made. It is called only for Secrets that do not
+exist yet, so material is generated once per job and never rotated under a running job.
+
+- ``ssh-keypair``: what mpi-operator puts in ``<job>-ssh``: an ECDSA P-521 key pair,
+  ``ssh-privatekey`` as a PEM "EC PRIVATE KEY" and ``ssh-publickey`` in OpenSSH
+  ``authorized_keys`` form, in a Secret of type ``kubernetes.io/ssh-auth``.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from typing import Any
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+__all__ = ["GENERATE_ANNOTATION", "fill_generated", "ssh_keypair"]
+
+GENERATE_ANNOTATION = "lattice.breezeml.ai/generate"
+
+
+def ssh_keypair() -> tuple[bytes, bytes]:
+    """A fresh ECDSA P-521 key pair: (PEM private key, OpenSSH public key)."""
+    key = ec.generate_private_key(ec.SECP521R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    return private, public
+
+
+def fill_generated(manifest: dict[str, Any]) -> dict[str, Any]:
+    """``manifest`` with generated ``data`` when it asks for it; otherwise unchanged."""
+    annotations = (manifest.get("metadata") or {}).get("annotations") or {}
+    what = annotations.get(GENERATE_ANNOTATION)
+    if what is None:
+        return manifest
+    if what != "ssh-keypair":
+        raise ValueError(f"unknown {GENERATE_ANNOTATION} value {what!r}")
+    private, public = ssh_keypair()
+    out = copy.deepcopy(manifest)
+    out.pop("stringData", None)
+    out["data"] = {
+        "ssh-privatekey": base64.b64encode(private).decode(),
+        "ssh-publickey": base64.b64encode(public).decode(),
+    }
+    return out
