@@ -19,9 +19,11 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from lattice.frameworks.pods import ANNOTATION_GENERATE, GENERATE_SSH_KEYPAIR
+
 __all__ = ["GENERATE_ANNOTATION", "fill_generated", "ssh_keypair"]
 
-GENERATE_ANNOTATION = "lattice.breezeml.ai/generate"
+GENERATE_ANNOTATION = ANNOTATION_GENERATE
 
 
 def ssh_keypair() -> tuple[bytes, bytes]:
@@ -44,7 +46,7 @@ def fill_generated(manifest: dict[str, Any]) -> dict[str, Any]:
     what = annotations.get(GENERATE_ANNOTATION)
     if what is None:
         return manifest
-    if what != "ssh-keypair":
+    if what != GENERATE_SSH_KEYPAIR:
         raise ValueError(f"unknown {GENERATE_ANNOTATION} value {what!r}")
     private, public = ssh_keypair()
     out = copy.deepcopy(manifest)

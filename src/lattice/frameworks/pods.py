@@ -24,11 +24,21 @@ Contract:
 - ``must_recreate``/``exit_code`` classify failed pods: evicted or disruption-targeted pods are
   never the job's fault; exit codes of 128 and above (killed by a signal) are retryable, 1-127
   are permanent (training-operator ``IsRetryableExitCode``).
+- ``job_priority`` picks a Kubeflow job's priority: the first of the given PriorityClass names
+  that ``ctx.priority_classes`` knows (an unknown name is skipped), else the integer annotation
+  ``lattice.breezeml.ai/priority``, else ``ctx.default_priority``; ``priority_problems`` names a
+  non-integer annotation.
+- ``with_placement`` is ``with_node_selector`` plus, in node mode, ``with_exclusive_node``.
+- ``ssh_auth_secret`` is a ``kubernetes.io/ssh-auth`` Secret whose key material is left empty and
+  marked ``lattice.breezeml.ai/generate: ssh-keypair``: plugins are pure, the reconciler fills it.
+- ``go_json`` serialises like Go's ``encoding/json.Marshal``: compact, keys in the given order
+  (sort maps yourself), ``<``, ``>``, ``&``, U+2028 and U+2029 escaped, other text as UTF-8.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
@@ -37,36 +47,47 @@ from typing import Any
 from pydantic import ValidationError
 
 from lattice.api.constants import (
+    ANNOTATION_PRIORITY,
     LABEL_JOB_NAME,
     LABEL_JOB_ROLE,
     LABEL_OPERATOR_NAME,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
-from lattice.frameworks.base import MANAGED_LABEL, PodView, Problem
+from lattice.frameworks.base import MANAGED_LABEL, OperatorContext, PodView, Problem
 
 __all__ = [
+    "ANNOTATION_GENERATE",
+    "GENERATE_SSH_KEYPAIR",
     "HOSTNAME_TOPOLOGY_KEY",
+    "SSH_PRIVATE_KEY",
+    "SSH_PUBLIC_KEY",
     "child_name",
     "container_port",
     "container_units",
     "exit_code",
+    "go_json",
     "headless_service",
     "is_disrupted",
     "is_retryable_exit_code",
+    "job_priority",
     "must_recreate",
     "owner_reference",
     "pod_manifest",
     "pod_restart_policy",
+    "priority_problems",
     "quantity_units",
     "replica_labels",
     "replica_selector",
     "service_ports",
+    "ssh_auth_secret",
+    "template_containers",
     "unit_problems",
     "validation_problems",
     "with_env",
     "with_exclusive_node",
     "with_node_selector",
+    "with_placement",
 ]
 
 Obj = dict[str, Any]
@@ -392,3 +413,93 @@ def exit_code(pod: PodView, container_name: str) -> int | None:
     if first_failed is not None:
         return first_failed
     return main
+
+
+# --------------------------------------------------------------------------- Kubeflow kinds
+
+#: Annotation on a child manifest whose content the reconciler must generate before creating it.
+ANNOTATION_GENERATE = "lattice.breezeml.ai/generate"
+#: ``ANNOTATION_GENERATE`` value: fill ``ssh-privatekey`` (PEM) and ``ssh-publickey``
+#: (authorized_keys line) with a fresh key pair (mpi-operator: ECDSA P-521).
+GENERATE_SSH_KEYPAIR = "ssh-keypair"
+SSH_PRIVATE_KEY = "ssh-privatekey"
+SSH_PUBLIC_KEY = "ssh-publickey"
+_INTEGER = re.compile(r"^[+-]?\d+$")
+
+
+def template_containers(template: Mapping[str, Any]) -> list[Obj]:
+    """``template.spec.containers`` as a list (empty when missing or malformed)."""
+    spec = template.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    return list(containers) if isinstance(containers, list) else []
+
+
+def priority_problems(annotations: Mapping[str, str] | None) -> list[Problem]:
+    """A problem when the ``lattice.breezeml.ai/priority`` annotation is not an integer."""
+    value = (annotations or {}).get(ANNOTATION_PRIORITY)
+    if value is None or _INTEGER.match(value.strip()):
+        return []
+    where = f"metadata.annotations[{ANNOTATION_PRIORITY}]"
+    return [Problem(where, f"must be an integer, got {value!r}")]
+
+
+def job_priority(
+    *,
+    classes: Iterable[str | None],
+    annotations: Mapping[str, str] | None,
+    ctx: OperatorContext,
+) -> int:
+    """The priority of a job: first known PriorityClass in ``classes``, annotation, default."""
+    for name in classes:
+        if name and name in ctx.priority_classes:
+            return ctx.priority_classes[name]
+    value = (annotations or {}).get(ANNOTATION_PRIORITY)
+    if value is not None and _INTEGER.match(value.strip()):
+        return int(value.strip())
+    return ctx.default_priority
+
+
+def with_placement(spec: Mapping[str, Any], ctx: OperatorContext) -> Obj:
+    """The operator's node selector, and in node mode a whole node per pod."""
+    result = with_node_selector(spec, ctx.node_selector)
+    return with_exclusive_node(result) if ctx.node_mode else result
+
+
+def ssh_auth_secret(
+    *,
+    name: str,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    owner: Mapping[str, Any],
+) -> Obj:
+    """A ``kubernetes.io/ssh-auth`` Secret with empty keys, marked for key-pair generation."""
+    meta: Obj = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(labels)
+    meta["annotations"] = {ANNOTATION_GENERATE: GENERATE_SSH_KEYPAIR}
+    meta["ownerReferences"] = [dict(owner)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "kubernetes.io/ssh-auth",
+        "data": {SSH_PRIVATE_KEY: "", SSH_PUBLIC_KEY: ""},
+    }
+
+
+_GO_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def go_json(value: object) -> str:
+    """``value`` as Go's ``json.Marshal`` writes it (see the module docstring)."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    for char, escape in _GO_ESCAPES.items():
+        text = text.replace(char, escape)
+    return text

@@ -11,11 +11,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from lattice.frameworks.base import JobPlugin
+from lattice.frameworks.mpijob import MPIJobPlugin
+from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 
 __all__ = ["PLUGINS", "plugin_for"]
 
-PLUGINS: tuple[JobPlugin[Any], ...] = (TrainingJobPlugin(),)
+PLUGINS: tuple[JobPlugin[Any], ...] = (TrainingJobPlugin(), MPIJobPlugin(), MXJobPlugin())
 
 _BY_KIND: Mapping[str, JobPlugin[Any]] = {p.resource.kind: p for p in PLUGINS}
 

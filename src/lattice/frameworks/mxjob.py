@@ -1,0 +1,468 @@
+"""The MXJob (``kubeflow.org/v1``) plugin: training-operator v1.7 MXNet children and status
+rules, scheduled as a gang.
+
+Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-operator v1.7):
+
+- **Parse.** ``MXJob.model_validate`` (defaults: replicas 1, restartPolicy Never, cleanPodPolicy
+  None), then v1.7's validation: only the six replica types, at most one Scheduler, every
+  template has containers, each with an image, one of them named ``mxnet``; plus ours: at least
+  one replica in all, child names within 63 characters, the ``mxnet`` container's
+  ``mxjob-port`` (when given) a port number, the integer ``lattice.breezeml.ai/priority``
+  annotation, well-formed unit quantities. A ``mxnet`` container without ``mxjob-port`` gets
+  ``mxjob-port: 9091``, as v1.7's defaulting does. ``managed_by_other`` is true when
+  ``runPolicy.managedBy`` names another controller (the reconciler then skips the job).
+- **Demand.** A gang of every pod: ``min_size = max_size = sum(replicas)``. Every non-Worker
+  pod is a fixed pod of its own units (0 when it requests none), a Worker is one replica (its
+  units, at least 1); node mode: every pod is 1 unit. Priority: ``schedulingPolicy
+  .priorityClass``, the Worker (else the first other) template's ``priorityClassName``, the
+  annotation, ``ctx.default_priority``.
+- **Children** (none at size 0; everything at any size > 0), per type in the order Scheduler,
+  Server, Worker, TunerTracker, TunerServer, Tuner: pods ``<job>-<type lower>-<i>``, each with a
+  headless Service of the same name (ports = the ``mxnet`` container's ports, selector = the
+  pod's training.kubeflow.org labels). Labels: operator-name ``mxjob-controller``, job-name,
+  replica-type (lower), replica-index, ``job-role: master`` on Server pods, ``MANAGED_LABEL``.
+  Every container gets ``MX_CONFIG`` (Go-marshalled JSON: cluster ``{<type>: [{url, port}]}``,
+  labels ``{<type>: <tuner-server-key annotation>}``, task ``{type, index}``),
+  ``DMLC_PS_ROOT_PORT``/``DMLC_PS_ROOT_URI`` (scheduler 0, or 0/""), ``DMLC_NUM_SERVER``,
+  ``DMLC_NUM_WORKER``, ``DMLC_ROLE`` (type lower), ``DMLC_USE_KUBERNETES=1``, and Workers
+  ``DMLC_WORKER_ID=<i>``. ExitCode runs as restartPolicy Never; the operator's node selector
+  (and node-mode exclusivity) applies to every pod.
+- **Progress** over the non-deleted pods with index < replicas of each type (none at size 0):
+  active counts Running pods. A Failed pod is *recreated* under ExitCode when its ``mxnet``
+  exit code is 128+ or unknown; any other Failed pod (Never, OnFailure, Always, ExitCode 1-127)
+  fails the job: "mxjob <name> is failed because <n> <Type> replica(s) failed." (first type in
+  order; failure wins over success). The lead is the Scheduler, or the Worker of a single-worker
+  job: the job is running while the lead has an active pod and has succeeded when all lead
+  replicas have. Without a lead (MXTune) every pod must run / succeed.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from lattice.api.constants import (
+    LABEL_JOB_NAME,
+    LABEL_OPERATOR_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    MX_REPLICA_TYPES,
+    MXJOB,
+    REPLICA_SCHEDULER,
+    REPLICA_SERVER,
+    REPLICA_WORKER,
+    Resource,
+)
+from lattice.api.mxjob import MXJob, MXReplicaSpec
+from lattice.frameworks.base import (
+    MANAGED_LABEL,
+    OUR_MANAGERS,
+    Children,
+    Demand,
+    InvalidJob,
+    OperatorContext,
+    PodView,
+    Problem,
+    Progress,
+    ReplicaCounts,
+    RunPolicyView,
+)
+from lattice.frameworks.pods import (
+    child_name,
+    container_units,
+    go_json,
+    headless_service,
+    is_retryable_exit_code,
+    job_priority,
+    owner_reference,
+    pod_manifest,
+    pod_restart_policy,
+    priority_problems,
+    replica_labels,
+    template_containers,
+    unit_problems,
+    validation_problems,
+    with_env,
+    with_placement,
+)
+
+__all__ = [
+    "CONTAINER_NAME",
+    "DEFAULT_PORT",
+    "OPERATOR_NAME",
+    "PORT_NAME",
+    "MXJobPlugin",
+    "mx_config",
+]
+
+Obj = dict[str, Any]
+
+#: ``training.kubeflow.org/operator-name`` of MXJob children (v1.7's controller name).
+OPERATOR_NAME = "mxjob-controller"
+CONTAINER_NAME = "mxnet"
+PORT_NAME = "mxjob-port"
+DEFAULT_PORT = 9091
+#: Template annotation copied into ``MX_CONFIG.labels`` (TVM auto-tuning).
+TUNER_SERVER_KEY = "tuner-server-key"
+_SPECS = "spec.mxReplicaSpecs"
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_MAX_NAME = 63
+
+
+def _types(job: MXJob) -> list[tuple[str, MXReplicaSpec]]:
+    """The job's replica types in the canonical order."""
+    specs = job.spec.mx_replica_specs
+    return [(t, specs[t]) for t in MX_REPLICA_TYPES if t in specs]
+
+
+def _replicas(spec: MXReplicaSpec) -> int:
+    return spec.replicas or 0
+
+
+def _mxnet_index(containers: Sequence[Mapping[str, Any]]) -> int:
+    """Index of the ``mxnet`` container (0 when none: where v1.7 defaults the port)."""
+    for i, container in enumerate(containers):
+        if container.get("name") == CONTAINER_NAME:
+            return i
+    return 0
+
+
+def _defaulted_containers(spec: MXReplicaSpec) -> list[Obj]:
+    """The template's containers with ``mxjob-port: 9091`` added to ``mxnet`` when missing."""
+    containers = copy.deepcopy(template_containers(spec.template))
+    if not containers:
+        return containers
+    main = containers[_mxnet_index(containers)]
+    ports = list(main.get("ports") or ())
+    if not any(p.get("name") == PORT_NAME for p in ports):
+        main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": DEFAULT_PORT}]
+    return containers
+
+
+def _port(spec: MXReplicaSpec) -> int:
+    containers = _defaulted_containers(spec)
+    for port in containers[_mxnet_index(containers)].get("ports") or ():
+        if port.get("name") == PORT_NAME:
+            return int(port["containerPort"])
+    return DEFAULT_PORT  # unreachable after defaulting
+
+
+def mx_config(job: MXJob, replica_type: str, index: int) -> Obj:
+    """``MX_CONFIG`` of pod ``index`` of ``replica_type`` (serialise with ``pods.go_json``)."""
+    return {**_cluster_spec(job), "task": {"type": replica_type.lower(), "index": index}}
+
+
+def _cluster_spec(job: MXJob) -> Obj:
+    """The pod-independent part of ``MX_CONFIG``: ``cluster`` and ``labels``, keys sorted."""
+    name = job.metadata.name or ""
+    cluster: Obj = {}
+    labels: Obj = {}
+    for rtype, spec in sorted(_types(job), key=lambda ts: ts[0].lower()):
+        port = _port(spec)
+        cluster[rtype.lower()] = [
+            {"url": child_name(name, rtype, i), "port": port} for i in range(_replicas(spec))
+        ]
+        annotations = (spec.template.get("metadata") or {}).get("annotations") or {}
+        labels[rtype.lower()] = str(annotations.get(TUNER_SERVER_KEY, ""))
+    return {"cluster": cluster, "labels": labels}
+
+
+def _env(shared: Obj, replica_type: str, index: int) -> list[tuple[str, str]]:
+    """Every variable of pod ``index`` of ``replica_type``; ``shared`` is ``_cluster_spec``."""
+    cluster = shared["cluster"]
+    root = (cluster.get(REPLICA_SCHEDULER.lower()) or [{"url": "", "port": 0}])[0]
+    task = {"type": replica_type.lower(), "index": index}
+    env = [
+        ("MX_CONFIG", go_json({**shared, "task": task})),
+        ("DMLC_PS_ROOT_PORT", str(root["port"])),
+        ("DMLC_PS_ROOT_URI", root["url"]),
+        ("DMLC_NUM_SERVER", str(len(cluster.get(REPLICA_SERVER.lower(), ())))),
+        ("DMLC_NUM_WORKER", str(len(cluster.get(REPLICA_WORKER.lower(), ())))),
+        ("DMLC_ROLE", replica_type.lower()),
+        ("DMLC_USE_KUBERNETES", "1"),
+    ]
+    if replica_type == REPLICA_WORKER:
+        env.append(("DMLC_WORKER_ID", str(index)))
+    return env
+
+
+class MXJobPlugin:
+    """``JobPlugin[MXJob]``: stateless; see the module docstring for every rule."""
+
+    @property
+    def resource(self) -> Resource:
+        return MXJOB
+
+    @property
+    def scheduling_path(self) -> tuple[str, ...]:
+        return ("status", "lattice")
+
+    @property
+    def exec_path(self) -> tuple[str, ...]:
+        return ("status",)
+
+    @property
+    def preempted_condition(self) -> str:
+        return "Suspended"
+
+    # ----------------------------------------------------------------------- parse
+
+    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> MXJob:
+        try:
+            job = MXJob.model_validate(obj)
+        except ValidationError as exc:
+            raise InvalidJob(validation_problems(exc)) from None
+        problems = _problems(job, ctx)
+        if problems:
+            raise InvalidJob(problems)
+        return job
+
+    def managed_by_other(self, job: MXJob) -> bool:
+        """Whether ``runPolicy.managedBy`` hands the job to another controller (the rule of
+        ``base.managed_elsewhere``, which the reconciler and the scheduler apply)."""
+        managed_by = job.spec.run_policy.managed_by
+        return bool(managed_by) and managed_by not in OUR_MANAGERS
+
+    # ----------------------------------------------------------------------- scheduling
+
+    def demand(self, job: MXJob, ctx: OperatorContext) -> Demand:
+        fixed: list[int] = []
+        worker_units = 1
+        for rtype, spec in _types(job):
+            units = 1
+            if not ctx.node_mode:
+                units = container_units(template_containers(spec.template), ctx.scheduling_unit)
+            if rtype == REPLICA_WORKER:
+                worker_units = units or 1
+            else:
+                fixed += [units] * _replicas(spec)
+        size = sum(_replicas(spec) for _, spec in _types(job))
+        policy = job.spec.run_policy
+        ordered = sorted(_types(job), key=lambda ts: ts[0] != REPLICA_WORKER)
+        classes = [policy.scheduling_policy.priority_class if policy.scheduling_policy else None]
+        classes += [(s.template.get("spec") or {}).get("priorityClassName") for _, s in ordered]
+        return Demand(
+            priority=job_priority(classes=classes, annotations=job.metadata.annotations, ctx=ctx),
+            min_size=size,
+            max_size=size,
+            fixed_pods=tuple(fixed),
+            replica_units=worker_units,
+            suspended=policy.suspend,
+        )
+
+    def run_policy(self, job: MXJob) -> RunPolicyView:
+        policy = job.spec.run_policy
+        return RunPolicyView(
+            clean_pod_policy=policy.clean_pod_policy.value,
+            ttl_seconds_after_finished=policy.ttl_seconds_after_finished,
+            active_deadline_seconds=policy.active_deadline_seconds,
+            backoff_limit=policy.backoff_limit,
+        )
+
+    # ----------------------------------------------------------------------- children
+
+    def children(self, job: MXJob, *, size: int, ctx: OperatorContext) -> Children:
+        if size <= 0:
+            return Children()
+        name, namespace = job.metadata.name or "", job.metadata.namespace
+        owner = owner_reference(
+            api_version=MXJOB.api_version, kind=MXJOB.kind, name=name, uid=job.metadata.uid or ""
+        )
+        shared = _cluster_spec(job)
+        pods: list[Obj] = []
+        services: list[Obj] = []
+        for rtype, spec in _types(job):
+            containers = _defaulted_containers(spec)
+            ports: dict[str, int] = {}
+            for port in containers[_mxnet_index(containers)].get("ports") or ():
+                if isinstance(port.get("containerPort"), int):
+                    ports[str(port.get("name") or "")] = port["containerPort"]
+            service_ports = [{"name": n, "port": p} if n else {"port": p} for n, p in ports.items()]
+            base = dict(spec.template.get("spec") or {})
+            policy = spec.restart_policy.value if spec.restart_policy else "Never"
+            base["restartPolicy"] = pod_restart_policy(policy)
+            base = with_placement(base, ctx)
+            for index in range(_replicas(spec)):
+                pod_name = child_name(name, rtype, index)
+                env = _env(shared, rtype, index)
+                labels = replica_labels(
+                    job_name=name,
+                    replica_type=rtype,
+                    index=index,
+                    operator_name=OPERATOR_NAME,
+                    master=rtype == REPLICA_SERVER,
+                )
+                pod_spec = {**base, "containers": [with_env(c, env) for c in containers]}
+                pods.append(
+                    pod_manifest(
+                        name=pod_name,
+                        namespace=namespace,
+                        template=spec.template,
+                        labels=labels,
+                        owner=owner,
+                        spec=pod_spec,
+                    )
+                )
+                selector = {
+                    LABEL_OPERATOR_NAME: OPERATOR_NAME,
+                    LABEL_JOB_NAME: name,
+                    LABEL_REPLICA_TYPE: rtype.lower(),
+                    LABEL_REPLICA_INDEX: str(index),
+                }
+                services.append(
+                    headless_service(
+                        name=pod_name,
+                        namespace=namespace,
+                        labels={**selector, MANAGED_LABEL: "true"},
+                        selector=selector,
+                        ports=service_ports,
+                        owner=owner,
+                    )
+                )
+        return Children(pods=tuple(pods), services=tuple(services))
+
+    # ----------------------------------------------------------------------- status
+
+    def progress(
+        self,
+        job: MXJob,
+        *,
+        size: int,
+        pods: Sequence[PodView],
+        others: Mapping[str, Mapping[str, Any]],
+    ) -> Progress:
+        del others  # an MXJob has only pods and services
+        name = job.metadata.name or ""
+        types = _types(job)
+        by_type: dict[str, list[PodView]] = {rtype: [] for rtype, _ in types}
+        lower = {rtype.lower(): (rtype, _replicas(spec)) for rtype, spec in types}
+        for pod in pods if size > 0 else ():
+            rtype, replicas = lower.get(pod.replica_type or "", ("", 0))
+            index = -1 if pod.replica_index is None else pod.replica_index
+            if rtype and pod.deletion_timestamp is None and 0 <= index < replicas:
+                by_type[rtype].append(pod)
+        counts = {
+            rtype: ReplicaCounts(
+                active=sum(1 for p in group if p.phase == "Running"),
+                succeeded=sum(1 for p in group if p.phase == "Succeeded"),
+                failed=sum(1 for p in group if p.phase == "Failed"),
+            )
+            for rtype, group in by_type.items()
+        }
+        recreate: list[str] = []
+        failure: str | None = None
+        for rtype, spec in types:
+            policy = spec.restart_policy.value if spec.restart_policy else "Never"
+            permanent = 0
+            for pod in sorted(by_type[rtype], key=lambda p: (p.replica_index or 0, p.name)):
+                if pod.phase != "Failed":
+                    continue
+                code = _mxnet_exit_code(pod)
+                if policy == "ExitCode" and (not code or is_retryable_exit_code(code)):
+                    recreate.append(pod.name)
+                else:
+                    permanent += 1
+            if permanent and failure is None:
+                failure = f"mxjob {name} is failed because {permanent} {rtype} replica(s) failed."
+        if failure is not None:
+            return Progress(replicas=counts, failed=failure, failed_reason=f"{MXJOB.kind}Failed")
+        lead = _lead(job)
+        wanted = {t: _replicas(s) for t, s in types if lead in (None, t)}
+        succeeded = size > 0 and all(counts[t].succeeded >= n for t, n in wanted.items())
+        if lead:
+            running = counts[lead].active > 0
+        else:
+            running = size > 0 and all(counts[t].active >= n for t, n in wanted.items())
+        if succeeded:
+            return Progress(replicas=counts, running=running, succeeded=True)
+        return Progress(
+            replicas=counts, running=running, restarting=bool(recreate), recreate=tuple(recreate)
+        )
+
+
+def _mxnet_exit_code(pod: PodView) -> int | None:
+    """The ``mxnet`` container's exit code (v1.7 reads no other container), or None."""
+    for container in pod.containers:
+        if container.name == CONTAINER_NAME and container.state == "terminated":
+            return container.exit_code
+    return None
+
+
+def _lead(job: MXJob) -> str | None:
+    """The replica type whose success is the job's: the Scheduler, or a single Worker."""
+    specs = job.spec.mx_replica_specs
+    count = {t: _replicas(specs[t]) if t in specs else 0 for t in MX_REPLICA_TYPES}
+    if count[REPLICA_SCHEDULER]:
+        return REPLICA_SCHEDULER
+    if count[REPLICA_WORKER] == 1 and count[REPLICA_SERVER] == 0:
+        return REPLICA_WORKER
+    return None
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _problems(job: MXJob, ctx: OperatorContext) -> list[Problem]:
+    """v1.7's validation rules the model does not apply, and ours."""
+    name = job.metadata.name or ""
+    problems = priority_problems(job.metadata.annotations)
+    specs = job.spec.mx_replica_specs
+    for rtype in specs:
+        if rtype not in MX_REPLICA_TYPES:
+            why = f"unknown replica type {rtype!r}: must be one of " + ", ".join(MX_REPLICA_TYPES)
+            problems.append(Problem(_SPECS, why))
+    scheduler = specs.get(REPLICA_SCHEDULER)
+    if scheduler is not None and _replicas(scheduler) > 1:
+        why = f"must be at most 1 (one scheduler), got {scheduler.replicas}"
+        problems.append(Problem(f"{_SPECS}.{REPLICA_SCHEDULER}.replicas", why))
+    types = _types(job)
+    if sum(_replicas(spec) for _, spec in types) < 1:
+        problems.append(Problem(_SPECS, "must ask for at least one replica in all"))
+    longest = ""
+    for rtype, spec in types:
+        field = f"{_SPECS}.{rtype}.template.spec.containers"
+        containers = template_containers(spec.template)
+        if not containers or not all(isinstance(c, Mapping) for c in containers):
+            problems.append(Problem(field, "must define at least one container"))
+            continue
+        for i, container in enumerate(containers):
+            if not container.get("image"):
+                problems.append(Problem(f"{field}[{i}].image", "required"))
+        if not any(c.get("name") == CONTAINER_NAME for c in containers):
+            why = f'must have a container named "{CONTAINER_NAME}": it gets the '
+            why += f"{PORT_NAME} port and the MX_CONFIG and DMLC_* variables"
+            problems.append(Problem(field, why))
+        else:
+            problems += _port_problems(containers, field)
+        if not ctx.node_mode:
+            problems += unit_problems(containers, ctx.scheduling_unit, field=field)
+        if _replicas(spec):
+            last = child_name(name, rtype, _replicas(spec) - 1)
+            longest = max(longest, last, key=len)
+    if not _DNS1035.match(name):
+        why = "must be a DNS-1035 label (lower-case letters, digits and '-', starting with a "
+        why += f"letter): it names the pods' Services, got {name!r}"
+        problems.append(Problem("metadata.name", why))
+    elif len(longest) > _MAX_NAME:
+        why = f"too long: Service {longest!r} would exceed {_MAX_NAME} characters"
+        problems.append(Problem("metadata.name", why))
+    return problems
+
+
+def _port_problems(containers: Sequence[Mapping[str, Any]], field: str) -> list[Problem]:
+    """A problem when the ``mxnet`` container's ``mxjob-port`` is not a port number."""
+    index = _mxnet_index(containers)
+    for j, port in enumerate(containers[index].get("ports") or ()):
+        if not isinstance(port, Mapping) or port.get("name") != PORT_NAME:
+            continue
+        number = port.get("containerPort")
+        if not isinstance(number, int) or isinstance(number, bool) or not 0 < number < 65536:
+            where = f"{field}[{index}].ports[{j}].containerPort"
+            why = f'the port named "{PORT_NAME}" of the "{CONTAINER_NAME}" container must be a '
+            why += f"port number (1-65535): the other replicas reach this one on it, got {number!r}"
+            return [Problem(where, why)]
+    return []
