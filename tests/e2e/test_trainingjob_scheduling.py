@@ -203,6 +203,14 @@ def test_finished_job_completes_and_frees_capacity(
     finish = {"kwok.lattice.breezeml.ai/exit-code": "0", "kwok.lattice.breezeml.ai/run-for": "3s"}
     try:
         world.apply(trainingjob("short", min_size=4, max_size=4, annotations=finish))
+        # Admitted first: applied in the same second, the two would tie on queuedTime and
+        # creation time, and the name order would put "next" first.
+        wait_for(
+            lambda: world.sizes().get("short", ("", 0, 0, 0))[1],
+            lambda n: n == 4,
+            timeout=STEP_TIMEOUT,
+            what="short is admitted",
+        )
         world.apply(trainingjob("next", min_size=2, max_size=4))
         wait_for(
             lambda: world.sizes().get("next", ("", 0, 0, 0))[0],
