@@ -200,7 +200,7 @@ def test_finished_job_completes_and_frees_capacity(
     pool.add(count=1, gpus=4)
     op: OperatorProcess = operator(f"--scheduling-unit={GPU}", "--resize-interval=0")
     world = World(crds_installed, namespace)
-    finish = {"kwok.lattice.breezeml.ai/exit-code": "0", "kwok.lattice.breezeml.ai/run-for": "3s"}
+    finish = {"kwok.lattice.breezeml.ai/exit-code": "0", "kwok.lattice.breezeml.ai/run-for": "8s"}
     try:
         world.apply(trainingjob("short", min_size=4, max_size=4, annotations=finish))
         # Admitted first: applied in the same second, the two would tie on queuedTime and
