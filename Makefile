@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CP := hack/controlplane
 export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
 
-.PHONY: venv lint unit integration test controlplane cluster-up cluster-down demo crds clean
+.PHONY: venv lint unit integration test controlplane helm cluster-up cluster-down demo crds docs clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -27,12 +27,16 @@ unit: venv
 controlplane:
 	$(CP)/build.sh all
 
-integration: venv controlplane
+# helm for the chart tests (lint, template | apply --dry-run=server), cached like the control plane.
+helm:
+	$(CP)/build.sh helm
+
+integration: venv controlplane helm
 	$(BIN)/pytest tests/integration tests/e2e -q
 
 # The whole suite: lint, then every tier in one pytest run. The control plane is built if the
 # cache is empty, started by the session fixture, and stopped afterwards.
-test: venv lint controlplane
+test: venv lint controlplane helm
 	LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider
 
 cluster-up: venv
@@ -43,6 +47,12 @@ cluster-down:
 
 crds: venv
 	$(BIN)/lattice crds --output deploy/crds
+	cp deploy/crds/*_*.yaml deploy/helm/lattice-operator/crds/
+
+# docs/api-reference.md and docs/configuration.md are generated; unit tests check they are fresh.
+docs: venv
+	$(BIN)/python -m lattice.api.docs --output docs/api-reference.md
+	$(BIN)/python -m lattice.docs_config --output docs/configuration.md
 
 demo: venv
 	hack/demo.sh
