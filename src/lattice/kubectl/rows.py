@@ -1,0 +1,243 @@
+"""What ``kubectl lattice`` knows of one job, derived purely from its raw object.
+
+Contract:
+- ``JOB_KINDS`` lists every kind the scheduler orders; ``resolve_kind`` accepts what kubectl
+  accepts for a CRD (kind, plural, singular, short name, each optionally ``.<group>``).
+- ``job_row(kind, obj, ctx)`` reads the scheduler block at the plugin's ``scheduling_path``
+  (``status`` for TrainingJob, ``status.lattice`` for the Kubeflow kinds) and takes priority and
+  min/max from the plugin's ``parse`` + ``demand`` (``None`` when the job does not parse). It
+  recomputes nothing the scheduler decides.
+- ``queue_order`` is the scheduler order as persisted: jobs with a ``queuePosition`` by position,
+  then the others by priority (desc), ``queuedTime`` (unset last), namespace/name, kind.
+- ``operator_context`` builds the plugins' :class:`OperatorContext` from listed PriorityClasses
+  and runtimes as the operator does; ``context_namespace`` finds a kubeconfig context's namespace.
+
+Pure: dicts in, values out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from lattice.api import Stage, constants, parse_time
+from lattice.api.crd import DESCRIPTORS
+from lattice.frameworks.base import InvalidJob, JobPlugin, OperatorContext, managed_elsewhere
+from lattice.frameworks.registry import plugin_for
+from lattice.kube import Resource
+
+__all__ = [
+    "JOB_KINDS",
+    "JobKind",
+    "JobRow",
+    "context_namespace",
+    "job_row",
+    "kubeconfig_paths",
+    "operator_context",
+    "parse_when",
+    "queue_order",
+    "resolve_kind",
+    "text",
+]
+
+FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class JobKind:
+    """One job kind: its REST resource, the names kubectl accepts for it, and its plugin."""
+
+    resource: Resource
+    aliases: frozenset[str]
+    plugin: JobPlugin[Any] | None
+
+    @property
+    def kind(self) -> str:
+        return self.resource.kind
+
+    @property
+    def scheduling_path(self) -> tuple[str, ...]:
+        """Where the scheduler block lives; Kubeflow kinds without a plugin yet: status.lattice."""
+        return self.plugin.scheduling_path if self.plugin is not None else ("status", "lattice")
+
+
+def _job_kind(res: constants.Resource) -> JobKind:
+    names = {res.kind.lower(), res.plural}
+    for d in DESCRIPTORS:
+        if d.resource == res:
+            names |= {d.singular, *d.short_names}
+    names |= {f"{n}.{res.group}" for n in list(names)}
+    try:
+        plugin: JobPlugin[Any] | None = plugin_for(res.kind)
+    except KeyError:
+        plugin = None
+    kube_res = Resource(res.group, res.version, res.plural, res.kind)
+    return JobKind(resource=kube_res, aliases=frozenset(names), plugin=plugin)
+
+
+#: Every kind the scheduler orders, in the order rows of equal rank print.
+JOB_KINDS: tuple[JobKind, ...] = tuple(
+    _job_kind(r)
+    for r in (constants.TRAININGJOB, constants.MPIJOB, constants.MXJOB, constants.TRAINJOB)
+)
+_KIND_RANK = {k.kind: i for i, k in enumerate(JOB_KINDS)}
+
+
+def resolve_kind(name: str) -> JobKind:
+    """The kind called ``name``; ``ValueError`` naming the known kinds otherwise."""
+    wanted = name.strip().lower()
+    for kind in JOB_KINDS:
+        if wanted in kind.aliases:
+            return kind
+    known = ", ".join(k.kind for k in JOB_KINDS)
+    raise ValueError(f"unknown job kind {name!r}; known: {known}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRow:
+    """One job as the plugin shows it. ``priority``/``min_size``/``max_size`` are ``None`` when
+    the job does not parse (``invalid`` says why); ``managed_by`` names a foreign controller."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str = ""
+    priority: int | None = None
+    stage: str = ""
+    size: int = 0
+    min_size: int | None = None
+    max_size: int | None = None
+    position: int | None = None
+    queued_time: datetime | None = None
+    cooldown_time: datetime | None = None
+    requeue_count: int = 0
+    last_decision: str = ""
+    reason: str = ""
+    message: str = ""
+    invalid: str = ""
+    managed_by: str = ""
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def waiting(self) -> bool:
+        return self.stage == Stage.WAITING
+
+
+def parse_when(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp, or ``None`` for anything else."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def text(value: Any) -> str:
+    """``value`` if it is a string, else ``""``."""
+    return value if isinstance(value, str) else ""
+
+
+def _managed_by(obj: Mapping[str, Any]) -> str:
+    if not managed_elsewhere(obj):
+        return ""
+    spec = obj.get("spec") or {}
+    return text((spec.get("runPolicy") or {}).get("managedBy")) or text(spec.get("managedBy"))
+
+
+def job_row(kind: JobKind, obj: Mapping[str, Any], ctx: OperatorContext) -> JobRow:
+    """The row of one raw job object of ``kind``."""
+    meta = obj.get("metadata") or {}
+    state: Any = obj
+    for step in kind.scheduling_path:
+        state = state.get(step) if isinstance(state, Mapping) else None
+    state = state if isinstance(state, Mapping) else {}
+    priority = min_size = max_size = None
+    invalid = ""
+    if kind.plugin is not None:
+        try:
+            demand = kind.plugin.demand(kind.plugin.parse(obj, ctx), ctx)
+            priority, min_size, max_size = demand.priority, demand.min_size, demand.max_size
+        except InvalidJob as exc:
+            invalid = str(exc)
+        except Exception as exc:  # a job no plugin can read must not hide the rest of the queue
+            invalid = f"{type(exc).__name__}: {exc}"
+    return JobRow(
+        kind=kind.kind,
+        namespace=text(meta.get("namespace")),
+        name=text(meta.get("name")),
+        uid=text(meta.get("uid")),
+        priority=priority,
+        stage=text(state.get("stage")),
+        size=_int(state.get("currentSize")) or 0,
+        min_size=min_size,
+        max_size=max_size,
+        position=_int(state.get("queuePosition")),
+        queued_time=parse_when(state.get("queuedTime")),
+        cooldown_time=parse_when(state.get("cooldownTime")),
+        requeue_count=_int(state.get("requeueCount")) or 0,
+        last_decision=text(state.get("lastDecision")),
+        reason=text(state.get("reason")),
+        message=text(state.get("message")),
+        invalid=invalid,
+        managed_by=_managed_by(obj),
+    )
+
+
+def queue_order(rows: Iterable[JobRow]) -> list[JobRow]:
+    """Scheduler order (see the module docstring)."""
+
+    def key(r: JobRow) -> tuple[Any, ...]:
+        rest = (-(r.priority or 0), r.queued_time or FAR_FUTURE, r.namespace, r.name)
+        return (r.position is None, r.position or 0, *rest, _KIND_RANK.get(r.kind, 99))
+
+    return sorted(rows, key=key)
+
+
+def operator_context(
+    priority_classes: Iterable[Mapping[str, Any]], runtimes: Mapping[str, Mapping[str, Any]]
+) -> OperatorContext:
+    """PriorityClass name -> value (the lowest ``globalDefault`` value is the default) and the
+    runtimes keyed ``<kind>/<namespace>/<name>``, as the operator's ``ContextSource`` builds
+    them."""
+    values: dict[str, int] = {}
+    defaults: list[int] = []
+    for pc in priority_classes:
+        name, value = text((pc.get("metadata") or {}).get("name")), _int(pc.get("value"))
+        if name and value is not None:
+            values[name] = value
+            if pc.get("globalDefault") is True:
+                defaults.append(value)
+    return OperatorContext(
+        priority_classes=values, default_priority=min(defaults, default=0), runtimes=runtimes
+    )
+
+
+def kubeconfig_paths(flag: str | None, environ: Mapping[str, str], home: str) -> list[str]:
+    """The kubeconfig files in kubectl's order: the flag, else ``$KUBECONFIG`` (a path list),
+    else ``<home>/.kube/config``."""
+    raw = flag or environ.get("KUBECONFIG") or os.path.join(home, ".kube", "config")
+    return [os.path.expanduser(p) for p in raw.split(os.pathsep) if p]
+
+
+def context_namespace(configs: Sequence[Mapping[str, Any]], context: str | None) -> str:
+    """The namespace of ``context`` (else the current context), merging kubeconfig files like
+    kubectl (the first file that sets a value wins); ``default`` when none is set."""
+    current = context
+    for cfg in configs:
+        current = current or text(cfg.get("current-context")) or None
+    for cfg in configs:
+        for entry in cfg.get("contexts") or []:
+            if isinstance(entry, Mapping) and entry.get("name") == current:
+                return text((entry.get("context") or {}).get("namespace")) or "default"
+    return "default"
