@@ -7,20 +7,42 @@ Contract (level-triggered; the key is ``namespace/name``):
    scheduler never sees the job.
 3. A finished job (Succeeded or Failed condition) keeps stage ``Completed`` and size 0, has its
    pods cleaned per ``cleanPodPolicy`` (All: every pod; Running: pods still Pending or Running;
-   None: none; Services go with pods unless None), and is deleted ``ttlSecondsAfterFinished``
-   after its completion time.
+   None: none; Services per the kind's ``service_cleanup``), and is deleted
+   ``ttlSecondsAfterFinished`` after its completion time. A job failed for its deadline or
+   backoffLimit has every pod and Service deleted at once, whatever the policy (as
+   training-operator stops such a job).
 4. Otherwise, once the job's expectations are satisfied: apply the kind's status rules to the
-   live pods (``plugin.progress``), fail the job for ``activeDeadlineSeconds`` (from
-   ``startTime``) or ``backoffLimit`` (container restarts), recreate the pods the rules name,
-   and make the children match ``plugin.children(job, size=currentSize)``: missing indices are
+   live pods (``plugin.progress``); fail the job for ``activeDeadlineSeconds`` or
+   ``backoffLimit``; recreate the pods the rules name; and make the children match
+   ``plugin.children(job, size=currentSize)``, refined by ``observed_children`` when the plugin
+   has that capability (the MPI launcher gate, the Running-workers script): missing indices are
    created, the highest extra indices deleted, nothing else restarted. ``currentSize`` is the
    scheduler's decision; this reconciler never picks a size.
-5. Status is written once, through the status subresource with a merge patch and the cached
-   resourceVersion, only if it changed; a 409 becomes a quiet requeue (the harness). Events
-   about the status are recorded after the write.
+   - ``activeDeadlineSeconds`` counts from ``startTime``, which is set when the job gets pods and
+     cleared while it holds none (suspended, waiting or preempted), so the deadline restarts on
+     resume as Kubeflow's does.
+   - ``backoffLimit`` (kinds whose ``run_policy`` has one): the job fails when the failures
+     charged to it exceed the limit. Charged: every pod failure (one per failed pod, the
+     recreated ones included) plus the container restarts of the live pods (OnFailure/Always).
+     Never charged: pods Kubernetes evicted or preempted, and pods the scheduler deleted. The
+     failures are persisted in ``replicaStatuses[<type>].failed``, which for these kinds counts
+     like a batch Job's ``status.failed`` (see ``jobstatus.charged_statuses``), and written
+     *before* the failed pods are deleted for recreation. Upstream counts container restarts
+     and a new failure once its in-memory requeue count reaches the limit; a persisted count
+     survives operator restarts and makes ``backoffLimit: N`` mean N recreations, as for a
+     batch Job.
+5. Status is written through the status subresource with a merge patch and the cached
+   resourceVersion, only if it changed (once per reconcile, plus once before a recreation); a
+   409 becomes a quiet requeue (the harness). Events and metrics about the status are recorded
+   after the write that carries it.
 
 Conditions follow Kubeflow: ``Created``, ``Running``, ``Restarting``, ``Succeeded``,
-``Failed`` (and ``Suspended``), reasons ``<Kind><Condition>``.
+``Failed`` (and ``Suspended``), reasons ``<Kind><Condition>``; messages come from the plugin's
+``messages`` (``lattice.frameworks.base.Messages``). A job the scheduler stops shows
+``Suspended=True`` with reason ``Preempted`` (or ``Running=False``/``<Kind>Waiting``, per
+``preempted_condition``); the user's ``suspend`` gives ``<Kind>Suspended`` and ``Running=False``.
+Counted: ``training_operator_jobs_{created,successful,failed,restarted,deleted}_total`` with the
+kind's framework label, and ``mpi_operator_jobs_{created,successful,failed}_total`` for MPIJob.
 """
 
 from __future__ import annotations
@@ -39,6 +61,7 @@ from lattice.controllers.generated import fill_generated
 from lattice.controllers.jobstatus import (
     PREEMPTED,
     Step,
+    charged_statuses,
     condition_reason,
     condition_true,
     controller_ref,
@@ -53,8 +76,10 @@ from lattice.frameworks.base import (
     Children,
     InvalidJob,
     JobPlugin,
+    ObservesChildren,
     OperatorContext,
     managed_elsewhere,
+    messages_of,
 )
 from lattice.kube import KubeClient, NotFound
 from lattice.kube.resources import PODS, SERVICES, Resource
@@ -71,6 +96,33 @@ __all__ = ["ContextProvider", "JobReconciler", "kube_resource"]
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
 _EXPECTATION_RECHECK = 30.0
+
+#: What a reconcile counts (``Step.counters``), mapped to metric families by ``_counter_families``.
+CREATED, SUCCESSFUL, FAILED, RESTARTED = "created", "successful", "failed", "restarted"
+
+
+def _counter_families(metrics: Metrics, framework: str) -> dict[str, list[Callable[[str], None]]]:
+    """Per counted event, the increments: ``training_operator_jobs_*_total{job_namespace,
+    framework}`` for every kind, and mpi-operator's unlabelled ``mpi_operator_jobs_*_total`` for
+    MPIJob (framework ``mpi``), as each upstream operator counts its own jobs."""
+
+    def labelled(counter: Any) -> Callable[[str], None]:
+        return lambda ns: counter.labels(ns, framework).inc()
+
+    def plain(counter: Any) -> Callable[[str], None]:
+        return lambda ns: counter.inc()
+
+    families: dict[str, list[Callable[[str], None]]] = {
+        CREATED: [labelled(metrics.jobs_created)],
+        SUCCESSFUL: [labelled(metrics.jobs_successful)],
+        FAILED: [labelled(metrics.jobs_failed)],
+        RESTARTED: [labelled(metrics.jobs_restarted)],
+    }
+    if framework == FRAMEWORKS["MPIJob"]:
+        families[CREATED].append(plain(metrics.mpi_jobs_created))
+        families[SUCCESSFUL].append(plain(metrics.mpi_jobs_successful))
+        families[FAILED].append(plain(metrics.mpi_jobs_failed))
+    return families
 
 
 class ContextProvider(Protocol):
@@ -118,6 +170,8 @@ class JobReconciler:
         self._writer = StatusWriter(client)
         self._children = ChildSync(client=client, expectations=expectations, recorder=recorder)
         self._framework = FRAMEWORKS.get(self.kind, self.kind.lower())
+        self._words = messages_of(plugin)
+        self._families = _counter_families(metrics, self._framework)
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -210,7 +264,8 @@ class JobReconciler:
             job = self.plugin.parse(obj, ctx)
         except InvalidJob as exc:
             self._mark_wrong(step, exc)
-            return await self._finish(step, ref, obj)
+            await self._write(step)
+            return Result()
 
         if step.finished:
             requeue = await self._finished(step, job)
@@ -221,10 +276,17 @@ class JobReconciler:
             if not all(self._exp.satisfied(self._exp_key(ns, name, k)) for k in kinds):
                 return Result(requeue_after=_EXPECTATION_RECHECK)
             requeue = await self._active(step, job, ctx)
-        result = await self._finish(step, ref, obj)
-        return Result(requeue_after=requeue) if requeue is not None else result
+        await self._write(step)
+        return Result(requeue_after=requeue) if requeue is not None else Result()
 
-    async def _finish(self, step: Step, ref: ObjectRef, obj: Obj) -> Result:
+    async def _write(self, step: Step) -> None:
+        """Write the step's status (if it changed), then its events and counters.
+
+        Called once at the end of a reconcile, and before deleting pods to recreate them, so the
+        failures they count are persisted before the pods that show them are gone. A stale
+        resourceVersion raises ``Conflict`` (a quiet requeue, nothing deleted yet).
+        """
+        ref, obj = step.ref, step.obj
         old = obj.get("status") or {}
         new = old
         # The shorter path first: Kubeflow kinds keep the scheduler block inside the exec one.
@@ -243,11 +305,14 @@ class JobReconciler:
             new=new,
         )
         if written is not None:
+            step.obj = written
             for type_, reason, note in step.events:
                 self._recorder.record(ref, type=type_, reason=reason, note=note)
-            for counter in step.counters:
-                counter.labels(ref.namespace, self._framework).inc()
-        return Result()
+            for what in step.counters:
+                for family in self._families.get(what, ()):
+                    family(ref.namespace)
+        step.events.clear()
+        step.counters.clear()
 
     def _mark_wrong(self, step: Step, exc: InvalidJob) -> None:
         message = f"invalid {self.kind}: {exc}"
@@ -262,7 +327,7 @@ class JobReconciler:
                 now=step.now,
             )
             step.events.append(("Warning", f"{self.kind}FailedValidation", message))
-            step.counters.append(self._metrics.jobs_failed)
+            step.counters.append(FAILED)
 
     async def _finished(self, step: Step, job: Any) -> float | None:
         ref = step.ref
@@ -287,12 +352,19 @@ class JobReconciler:
             await self._children.delete_all(
                 job=ref, exp_key=self._exp_key(ns, name, "pods"), res=PODS, names=doomed
             )
-            services = [
-                e.name for e in self._owned_services(ns, name, uid).values() if not e.deleting
-            ]
-            await self._children.delete_all(
-                job=ref, exp_key=self._exp_key(ns, name, "services"), res=SERVICES, names=services
-            )
+            if policy.service_cleanup != "None":
+                owned = self._owned_services(ns, name, uid)
+                services = [
+                    e.name
+                    for e in owned.values()
+                    if not e.deleting and (policy.service_cleanup == "All" or e.name in doomed)
+                ]
+                await self._children.delete_all(
+                    job=ref,
+                    exp_key=self._exp_key(ns, name, "services"),
+                    res=SERVICES,
+                    names=services,
+                )
         if policy.ttl_seconds_after_finished is None:
             return None
         expire = completion + timedelta(seconds=policy.ttl_seconds_after_finished)
@@ -304,7 +376,7 @@ class JobReconciler:
         return (expire - step.now).total_seconds()
 
     async def _active(self, step: Step, job: Any, ctx: OperatorContext) -> float | None:
-        ref = step.ref
+        ref, words = step.ref, self._words
         ns, name, uid = ref.namespace, ref.name, ref.uid
         kind, now = self.kind, step.now
         raw_size = step.sched.get("currentSize")
@@ -316,8 +388,20 @@ class JobReconciler:
         policy = self.plugin.run_policy(job)
         demand = self.plugin.demand(job, ctx)
         if not condition_true(step.exec, "Created"):
-            step.condition("Created", True, f"{kind}Created", f"{kind} {ns}/{name} is created.")
-            step.counters.append(self._metrics.jobs_created)
+            msg = words.created(ns, name)
+            step.condition("Created", True, f"{kind}Created", msg)
+            if words.created_event:
+                step.events.append(("Normal", f"{kind}Created", msg))
+            step.counters.append(CREATED)
+        if size == 0:
+            # A job holding no pods (waiting, suspended, preempted) has not started: its deadline
+            # runs again from zero once it gets pods back, as Kubeflow resets startTime on resume.
+            step.exec.pop("startTime", None)
+        doomed = frozenset(progress.recreate)
+        recreated = [p for p in live if p.name in doomed]
+        statuses = replica_statuses(progress)
+        if policy.backoff_limit is not None:
+            statuses = charged_statuses(statuses, step.exec.get("replicaStatuses"), recreated)
         requeue: float | None = None
         failed, reason = progress.failed, progress.failed_reason or f"{kind}Failed"
         start = parse_opt_time(step.exec.get("startTime"))
@@ -325,49 +409,61 @@ class JobReconciler:
         if failed is None and deadline is not None and start is not None:
             left = (start + timedelta(seconds=deadline) - now).total_seconds()
             if left <= 0:
-                failed, reason = (
-                    f"{kind} {ns}/{name} has failed because it was active longer than "
-                    "specified deadline",
-                    "DeadlineExceeded",
-                )
+                reason, failed = words.deadline_exceeded(ns, name)
             else:
                 requeue = left
-        restarts = sum(c.restart_count for p in live for c in p.containers)
-        if failed is None and policy.backoff_limit is not None and restarts > policy.backoff_limit:
-            failed, reason = (
-                f"{kind} {ns}/{name} has failed because it has reached the specified backoff limit",
-                "BackoffLimitExceeded",
-            )
+        if failed is None and policy.backoff_limit is not None:
+            restarts = sum(int(s.get("failed") or 0) for s in statuses.values())
+            restarts += sum(c.restart_count for p in live for c in p.containers)
+            if restarts > policy.backoff_limit:
+                reason, failed = words.backoff_exceeded(ns, name)
+        # Past its deadline or backoffLimit the job is stopped whatever cleanPodPolicy says
+        # (training-operator deletes every pod and Service of such a job), once that is written.
+        stop = failed is not None and progress.failed is None
         if failed is not None or progress.succeeded:
+            never = words.never_running(ns, name)
+            if never is not None and not any(
+                c.get("type") == "Running" for c in step.exec.get("conditions") or ()
+            ):
+                step.condition("Running", False, f"{kind}Running", never)
             if failed is not None:
                 step.condition("Failed", True, reason, failed)
-                step.events.append(("Warning", reason, failed))
-                step.counters.append(self._metrics.jobs_failed)
+                step.events.append((words.failed_event_type, reason, failed))
+                step.counters.append(FAILED)
             else:
-                msg = f"{kind} {ns}/{name} successfully completed."
+                msg = words.succeeded(ns, name)
                 step.condition("Succeeded", True, f"{kind}Succeeded", msg)
                 step.events.append(("Normal", f"{kind}Succeeded", msg))
-                step.counters.append(self._metrics.jobs_successful)
-            step.exec["replicaStatuses"] = replica_statuses(progress)
+                step.counters.append(SUCCESSFUL)
+            step.exec["replicaStatuses"] = statuses
             step.sched.update(stage="Completed", currentSize=0, completionTime=fmt(now))
             step.exec["completionTime"] = fmt(now)
+            if stop:
+                await self._write(step)
+                await self._stop_all(ref, live)
             return None
 
         self._suspension(step, demand.suspended, ns, name)
-        if progress.recreate:
+        step.exec["replicaStatuses"] = statuses
+        if recreated:
+            for pod in recreated:
+                note = words.exited(ns, pod)
+                if note is not None:
+                    step.events.append(("Normal", "ExitedWithCode", note))
+            msg = words.restarting(ns, name, recreated)
+            step.condition("Restarting", True, f"{kind}Restarting", msg)
+            step.events.append(("Warning", f"{kind}Restarting", msg))
+            step.counters.append(RESTARTED)
+            await self._write(step)
             await self._children.delete_all(
                 job=ref,
                 exp_key=self._exp_key(ns, name, "pods"),
                 res=PODS,
-                names=list(progress.recreate),
+                names=[p.name for p in recreated],
             )
-            msg = (
-                f"{kind} {ns}/{name} is restarting because {len(progress.recreate)} pod(s) failed."
-            )
-            step.condition("Restarting", True, f"{kind}Restarting", msg)
-            step.events.append(("Warning", f"{kind}Restarting", msg))
-            step.counters.append(self._metrics.jobs_restarted)
         children = self.plugin.children(job, size=size, ctx=ctx)
+        if isinstance(self.plugin, ObservesChildren):
+            children = self.plugin.observed_children(job, children, pods=live, others=others)
         existing = {
             p.name: Existing(p.name, True, p.deletion_timestamp is not None, p.replica_index or 0)
             for p in pods
@@ -391,10 +487,29 @@ class JobReconciler:
         if size > 0 and start is None:
             step.exec["startTime"] = fmt(now)
         if progress.running and not progress.recreate:
-            step.condition("Running", True, f"{kind}Running", f"{kind} {ns}/{name} is running.")
+            was_running = condition_true(step.exec, "Running")
+            step.condition("Running", True, f"{kind}Running", words.running(ns, name))
+            note = words.running_event(ns, name)
+            if note is not None and not was_running:
+                step.events.append(("Normal", f"{kind}Running", note))
         self._preemption(step, size=size, suspended=demand.suspended)
-        step.exec["replicaStatuses"] = replica_statuses(progress)
         return requeue
+
+    async def _stop_all(self, ref: ObjectRef, live: list[PodInfo]) -> None:
+        ns, name = ref.namespace, ref.name
+        await self._children.delete_all(
+            job=ref,
+            exp_key=self._exp_key(ns, name, "pods"),
+            res=PODS,
+            names=[p.name for p in live],
+        )
+        services = self._owned_services(ns, name, ref.uid)
+        await self._children.delete_all(
+            job=ref,
+            exp_key=self._exp_key(ns, name, "services"),
+            res=SERVICES,
+            names=[e.name for e in services.values() if not e.deleting],
+        )
 
     def _preemption(self, step: Step, *, size: int, suspended: bool) -> None:
         """Show that the scheduler stopped (or resumed) a job that had started."""
@@ -410,15 +525,18 @@ class JobReconciler:
             step.condition("Suspended", False, f"{kind}Resumed", msg)
 
     def _suspension(self, step: Step, suspended: bool, ns: str, name: str) -> None:
-        kind = self.kind
+        kind, words = self.kind, self._words
         user_suspended = condition_reason(step.exec, "Suspended") == f"{kind}Suspended"
         if suspended and not user_suspended:
-            msg = f"{kind} {ns}/{name} is suspended."
+            msg = words.suspended(ns, name)
+            if condition_true(step.exec, "Running"):
+                running = words.suspended_running(ns, name)
+                step.condition("Running", False, f"{kind}Suspended", running)
             step.condition("Suspended", True, f"{kind}Suspended", msg)
             step.exec.pop("startTime", None)
             step.events.append(("Normal", f"{kind}Suspended", msg))
         elif not suspended and user_suspended and condition_true(step.exec, "Suspended"):
-            msg = f"{kind} {ns}/{name} is resumed."
+            msg = words.resumed(ns, name)
             step.condition("Suspended", False, f"{kind}Resumed", msg)
             step.events.append(("Normal", f"{kind}Resumed", msg))
 

@@ -16,12 +16,14 @@ from typing import Any
 from lattice.api.base import format_time, parse_time
 from lattice.api.common import ConditionStatus, JobCondition
 from lattice.api.conditions import set_condition
-from lattice.frameworks.base import JobPlugin, Progress
+from lattice.frameworks.base import JobPlugin, PodView, Progress
+from lattice.frameworks.pods import is_disrupted
 from lattice.runtime.events import ObjectRef
 
 __all__ = [
     "PREEMPTED",
     "Step",
+    "charged_statuses",
     "condition_reason",
     "condition_true",
     "conditions_of",
@@ -126,12 +128,15 @@ class Step:
     def __init__(self, obj: Obj, plugin: JobPlugin[Any], now: datetime, ref: ObjectRef) -> None:
         self.now = now
         self.ref = ref
+        #: The object the next status write is a diff against (replaced by each write).
+        self.obj = obj
         self.sched = get_path(obj, plugin.scheduling_path)
         self.exec = get_path(obj, plugin.exec_path)
         if plugin.exec_path == plugin.scheduling_path:
             raise ValueError("exec_path and scheduling_path must differ")
         self.events: list[tuple[str, str, str]] = []
-        self.counters: list[Any] = []
+        #: What to count once the status is written ("created", "failed", ...).
+        self.counters: list[str] = []
         self.finished = condition_true(self.exec, "Succeeded") or condition_true(
             self.exec, "Failed"
         )
@@ -147,6 +152,38 @@ def replica_statuses(progress: Progress) -> dict[str, Obj]:
         rtype: {"active": c.active, "succeeded": c.succeeded, "failed": c.failed}
         for rtype, c in sorted(progress.replicas.items())
     }
+
+
+def charged_statuses(
+    observed: Mapping[str, Obj], previous: object, recreated: Sequence[PodView]
+) -> dict[str, Obj]:
+    """``replicaStatuses`` whose ``failed`` counts every failure charged to the backoffLimit.
+
+    ``observed`` is this reconcile's count (``replica_statuses``); ``previous`` the stored
+    ``replicaStatuses``. For a kind that enforces a backoffLimit every observed Failed pod is
+    recreated or ends the job (the plugin contract), so each failure is observed in exactly one
+    reconcile and the stored ``failed`` is the sum of those before: the new count is
+    ``previous.failed + observed.failed``, less the ``recreated`` pods that were disrupted (evicted
+    or preempted by Kubernetes: never charged). Like a batch Job's ``status.failed`` it keeps
+    counting pods that were replaced, and it is kept while the job holds no pods (suspended or
+    preempted by the scheduler, which deletes pods and so never charges them).
+    """
+    before = previous if isinstance(previous, Mapping) else {}
+    excused: dict[str, int] = {}
+    types = {rtype.lower(): rtype for rtype in (*observed, *before)}
+    for pod in recreated:
+        if is_disrupted(pod):
+            rtype = types.get((pod.replica_type or "").lower(), "")
+            excused[rtype] = excused.get(rtype, 0) + 1
+    out: dict[str, Obj] = {}
+    for rtype in sorted({*observed, *before}):
+        now = dict(observed.get(rtype) or {"active": 0, "succeeded": 0, "failed": 0})
+        old = before.get(rtype)
+        carried = old.get("failed") if isinstance(old, Mapping) else 0
+        carried = carried if isinstance(carried, int) and carried > 0 else 0
+        now["failed"] = max(0, carried + int(now.get("failed") or 0) - excused.get(rtype, 0))
+        out[rtype] = now
+    return out
 
 
 PREEMPTED = "Preempted"

@@ -17,6 +17,17 @@ Contract:
   whether the job is running, succeeded or failed, and which failed pods to recreate.
 - Where the kind keeps the scheduler's state and the Kubeflow execution status in ``status`` is
   given by ``scheduling_path`` and ``exec_path`` (paths of keys from the object root).
+- A plugin whose ``run_policy`` has a ``backoff_limit`` leaves no Failed pod unanswered while the
+  job runs: each one is either named in ``recreate`` or ends the job (``failed``). The reconciler
+  relies on it to count every failure once (see ``lattice.controllers.job``).
+
+Optional capabilities (looked up with ``isinstance``; a plugin without them gets the defaults):
+
+- :class:`ObservesChildren` (``observed_children``): adjust the desired children to what is
+  observed, e.g. hold a launcher until the workers are ready, or list only the Running workers in a
+  hostfile script. ``children`` itself stays a function of (job, size).
+- ``messages`` (a :class:`Messages`): the kind's wording of conditions and events. The default is
+  TrainingJob's; Kubeflow kinds override what upstream words differently.
 
 Pods are read through :class:`PodView`, a structural protocol that the informer cache's slim
 ``PodInfo`` satisfies, so this layer never imports the runtime.
@@ -27,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from lattice.api.constants import Resource
 
@@ -40,6 +51,8 @@ __all__ = [
     "Demand",
     "InvalidJob",
     "JobPlugin",
+    "Messages",
+    "ObservesChildren",
     "OperatorContext",
     "PodView",
     "Problem",
@@ -47,6 +60,7 @@ __all__ = [
     "ReplicaCounts",
     "RunPolicyView",
     "managed_elsewhere",
+    "messages_of",
 ]
 
 Obj = dict[str, Any]
@@ -128,12 +142,19 @@ class Demand:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunPolicyView:
-    """The kind's run policy, normalised (Kubeflow ``runPolicy`` semantics)."""
+    """The kind's run policy, normalised (Kubeflow ``runPolicy`` semantics).
+
+    ``service_cleanup``: which Services the clean-up of a finished job deletes along with the
+    pods (unless ``clean_pod_policy`` is None): ``All`` of them; ``WithPods``, the Service named
+    like each deleted pod (training-operator); ``None`` (mpi-operator cleans only the workers
+    and keeps its one Service).
+    """
 
     clean_pod_policy: str = "None"  # All | Running | None
     ttl_seconds_after_finished: int | None = None
     active_deadline_seconds: int | None = None
     backoff_limit: int | None = None
+    service_cleanup: str = "All"  # All | WithPods | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -280,6 +301,99 @@ class JobPlugin(Protocol[M]):
         raw objects keyed ``"<Kind>/<name>"``, e.g. ``"Job/pi-launcher"``.
         """
         ...
+
+
+@runtime_checkable
+class ObservesChildren(Protocol):
+    """Optional plugin capability: refine the desired children with what is observed."""
+
+    def observed_children(
+        self,
+        job: Any,
+        desired: Children,
+        *,
+        pods: Sequence[PodView],
+        others: Mapping[str, Mapping[str, Any]],
+    ) -> Children:
+        """``desired`` (``children(job, size)``) adjusted to the observed, non-deleted ``pods`` and
+        the other children ``others`` (keyed ``"<Kind>/<name>"``, as in ``progress``).
+
+        Whatever it drops that already exists is deleted by the reconciler, so a gate must keep
+        an object once it exists.
+        """
+        ...
+
+
+class Messages:
+    """How a kind words its conditions and events; the defaults are TrainingJob's.
+
+    A plugin may expose a ``messages`` attribute holding an instance of a subclass; every method is
+    pure. ``ns``/``name`` are the job's namespace and name.
+    """
+
+    #: Event type of the ``<Kind>Failed`` (and backoff/deadline) events.
+    failed_event_type = "Warning"
+    #: Whether setting the Created condition also records a ``<Kind>Created`` event.
+    created_event = False
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def created(self, ns: str, name: str) -> str:
+        return f"{self.kind} {ns}/{name} is created."
+
+    def running(self, ns: str, name: str) -> str:
+        return f"{self.kind} {ns}/{name} is running."
+
+    def running_event(self, ns: str, name: str) -> str | None:
+        """The note of a ``<Kind>Running`` event when Running turns True (None: no event)."""
+        del ns, name
+        return None
+
+    def succeeded(self, ns: str, name: str) -> str:
+        return f"{self.kind} {ns}/{name} successfully completed."
+
+    def suspended(self, ns: str, name: str) -> str:
+        """Suspended=True (reason ``<Kind>Suspended``) and its event."""
+        return f"{self.kind} {ns}/{name} is suspended."
+
+    def suspended_running(self, ns: str, name: str) -> str:
+        """Running=False (reason ``<Kind>Suspended``) of a job the user suspended."""
+        return self.suspended(ns, name)
+
+    def resumed(self, ns: str, name: str) -> str:
+        return f"{self.kind} {ns}/{name} is resumed."
+
+    def backoff_exceeded(self, ns: str, name: str) -> tuple[str, str]:
+        """(reason, message) of the Failed condition when backoffLimit is exceeded."""
+        message = f"{self.kind} {ns}/{name} has failed because it has reached the specified "
+        return "BackoffLimitExceeded", message + "backoff limit"
+
+    def deadline_exceeded(self, ns: str, name: str) -> tuple[str, str]:
+        """(reason, message) of the Failed condition when activeDeadlineSeconds has passed."""
+        message = f"{self.kind} {ns}/{name} has failed because it was active longer than "
+        return "DeadlineExceeded", message + "specified deadline"
+
+    def restarting(self, ns: str, name: str, recreated: Sequence[PodView]) -> str:
+        """Restarting=True (reason ``<Kind>Restarting``) when ``recreated`` pods are replaced."""
+        return f"{self.kind} {ns}/{name} is restarting because {len(recreated)} pod(s) failed."
+
+    def exited(self, ns: str, pod: PodView) -> str | None:
+        """The note of an ``ExitedWithCode`` event for a pod being recreated (None: no event)."""
+        del ns, pod
+        return None
+
+    def never_running(self, ns: str, name: str) -> str | None:
+        """The message of a ``Running=False`` condition (reason ``<Kind>Running``) added to a job
+        that finishes without ever having been Running (None: no such condition)."""
+        del ns, name
+        return None
+
+
+def messages_of(plugin: Any) -> Messages:
+    """The plugin's :class:`Messages`, or the defaults for its kind."""
+    found = getattr(plugin, "messages", None)
+    return found if isinstance(found, Messages) else Messages(plugin.resource.kind)
 
 
 def managed_elsewhere(obj: Mapping[str, Any]) -> bool:

@@ -16,7 +16,8 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
   is one replica (its units, at least 1). Node mode: every pod is 1 unit. Priority:
   ``schedulingPolicy.priorityClass``, the Worker (else Launcher) template's
   ``priorityClassName``, the annotation, ``ctx.default_priority`` (``pods.job_priority``).
-- **Run policy.** cleanPodPolicy applies to the workers; ttlSecondsAfterFinished,
+- **Run policy.** cleanPodPolicy applies to the workers only (the Service, ConfigMap, Secret and
+  launcher Job stay, as mpi-operator's ``cleanUpWorkerPods``); ttlSecondsAfterFinished,
   activeDeadlineSeconds and backoffLimit go to the launcher Job, which enforces them (the job
   follows the launcher), so the view leaves them unset and the MPIJob itself is never deleted.
 - **Children** (none at size 0; everything at any size > 0):
@@ -31,9 +32,17 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
   upstream (``app: <job>`` on non-pods; operator-name ``mpi-operator``, job-name, job-role,
   replica-index on pods, +1 with runLauncherAsWorker, the launcher 0) plus ``MANAGED_LABEL``;
   the operator's node selector (and node-mode exclusivity) on every pod.
-  ``children`` cannot see pods: ``discover_hosts.sh`` lists every desired worker as if Running
-  (``discover_hosts`` builds it from the running ones), and the launcher is created at startup
-  even under WaitForWorkersReady (``workers_ready`` is the gate the reconciler would need).
+  ``children`` is a function of (job, size): its ``discover_hosts.sh`` lists every desired worker.
+  ``observed_children`` (the ``ObservesChildren`` capability) then refines it with the observed
+  pods: ``discover_hosts.sh`` lists only the Running workers (the reconciler updates the
+  ConfigMap in place), and under ``WaitForWorkersReady`` the launcher Job is left out until every
+  worker is Ready (``workers_ready``); once the launcher exists it is always kept, so a worker
+  that later turns unready never deletes it.
+- **Messages** (``MPIJobMessages``) as mpi-operator words them: a ``MPIJobCreated`` event with
+  the Created condition, ``MPIJobRunning`` event "MPIJob <ns>/<name> is running", Suspended
+  "MPIJob suspended" / "MPIJob resumed", Running=False "MPIJob <ns>/<name> is suspended.", and a
+  job that finishes without having been Running gets Running=False "MPIJob <ns>/<name> is
+  finished but Running condition was never set.".
 - **Progress** follows the launcher Job ``others["Job/<job>-launcher"]`` (ignored while it is
   being deleted or at size 0): Complete succeeds; Failed fails with the Job's reason and message
   (``MPIJobFailed`` / "MPIJob <ns>/<name> has failed" when empty). A Failed worker with reason
@@ -63,13 +72,14 @@ from lattice.api.constants import (
     REPLICA_WORKER,
     Resource,
 )
-from lattice.api.mpijob import MPIImplementation, MPIJob
+from lattice.api.mpijob import LauncherCreationPolicy, MPIImplementation, MPIJob
 from lattice.frameworks.base import (
     MANAGED_LABEL,
     OUR_MANAGERS,
     Children,
     Demand,
     InvalidJob,
+    Messages,
     OperatorContext,
     PodView,
     Problem,
@@ -97,6 +107,7 @@ from lattice.frameworks.pods import (
 __all__ = [
     "CONFIG_MOUNT_PATH",
     "OPERATOR_NAME",
+    "MPIJobMessages",
     "MPIJobPlugin",
     "discover_hosts",
     "hostfile",
@@ -157,8 +168,33 @@ def workers_ready(job: MPIJob, pods: Sequence[PodView]) -> bool:
     return all(f"{name}-worker-{i}" in ready for i in range(_workers(job)))
 
 
+class MPIJobMessages(Messages):
+    """mpi-operator's wording of conditions and events."""
+
+    created_event = True
+
+    def running_event(self, ns: str, name: str) -> str | None:
+        return f"MPIJob {ns}/{name} is running"
+
+    def suspended(self, ns: str, name: str) -> str:
+        del ns, name
+        return "MPIJob suspended"
+
+    def suspended_running(self, ns: str, name: str) -> str:
+        return f"MPIJob {ns}/{name} is suspended."
+
+    def resumed(self, ns: str, name: str) -> str:
+        del ns, name
+        return "MPIJob resumed"
+
+    def never_running(self, ns: str, name: str) -> str | None:
+        return f"MPIJob {ns}/{name} is finished but Running condition was never set."
+
+
 class MPIJobPlugin:
     """``JobPlugin[MPIJob]``: stateless; see the module docstring for every rule."""
+
+    messages = MPIJobMessages(MPIJOB.kind)
 
     @property
     def resource(self) -> Resource:
@@ -221,7 +257,9 @@ class MPIJobPlugin:
         )
 
     def run_policy(self, job: MPIJob) -> RunPolicyView:
-        return RunPolicyView(clean_pod_policy=job.spec.run_policy.clean_pod_policy.value)
+        return RunPolicyView(
+            clean_pod_policy=job.spec.run_policy.clean_pod_policy.value, service_cleanup="None"
+        )
 
     # ----------------------------------------------------------------------- children
 
@@ -251,6 +289,45 @@ class MPIJobPlugin:
             config_maps=(config,),
             secrets=(secret,),
             jobs=(_launcher_job(job, owner=owner, ctx=ctx),),
+        )
+
+    def observed_children(
+        self,
+        job: MPIJob,
+        desired: Children,
+        *,
+        pods: Sequence[PodView],
+        others: Mapping[str, Mapping[str, Any]],
+    ) -> Children:
+        """``discover_hosts.sh`` from the Running workers; the launcher held back under
+        WaitForWorkersReady until every worker is Ready (kept once it exists)."""
+        if not desired.jobs:
+            return desired
+        name = job.metadata.name or ""
+        workers = {f"{name}-worker-{i}" for i in range(_workers(job))}
+        running = [
+            p.name
+            for p in pods
+            if p.name in workers and p.deletion_timestamp is None and p.phase == "Running"
+        ]
+        config_maps = []
+        for manifest in desired.config_maps:
+            data = manifest.get("data") or {}
+            if _DISCOVER in data:
+                data = {**data, _DISCOVER: discover_hosts(job, running)}
+                config_maps.append({**manifest, "data": data})
+            else:
+                config_maps.append(manifest)
+        jobs = desired.jobs
+        waits = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
+        if waits and f"Job/{name}-launcher" not in others and not workers_ready(job, pods):
+            jobs = tuple(j for j in jobs if j["metadata"]["name"] != f"{name}-launcher")
+        return Children(
+            pods=desired.pods,
+            services=desired.services,
+            config_maps=tuple(config_maps),
+            secrets=desired.secrets,
+            jobs=jobs,
         )
 
     # ----------------------------------------------------------------------- status

@@ -34,6 +34,17 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
   order; failure wins over success). The lead is the Scheduler, or the Worker of a single-worker
   job: the job is running while the lead has an active pod and has succeeded when all lead
   replicas have. Without a lead (MXTune) every pod must run / succeed.
+- **Run policy.** cleanPodPolicy (each deleted pod's Service goes with it), ttlSecondsAfterFinished,
+  activeDeadlineSeconds and backoffLimit, enforced by the reconciler. ExitCode recreations are
+  charged to the backoffLimit (each recreated pod counts one failure; see
+  ``lattice.controllers.job``), so ``backoffLimit: N`` allows N recreations.
+- **Messages** (``MXJobMessages``) as v1.7 words them: "MXJob <name> is created." / "is
+  running." / "is successfully completed." / "is suspended." / "is resumed.", Restarting
+  "mxjob <name> is restarting because <n> <Type> replica(s) failed." (the first type in order),
+  backoff and deadline failures ``MXJobFailed`` with "Job <name> has failed because it has reached
+  the specified backoff limit" / "... was active longer than specified deadline", failure events
+  of type Normal, and a Normal ``ExitedWithCode`` event "Pod: <ns>.<pod> exited with code <c>"
+  for each pod recreated (its ``mxnet`` exit code).
 """
 
 from __future__ import annotations
@@ -64,6 +75,7 @@ from lattice.frameworks.base import (
     Children,
     Demand,
     InvalidJob,
+    Messages,
     OperatorContext,
     PodView,
     Problem,
@@ -95,6 +107,7 @@ __all__ = [
     "DEFAULT_PORT",
     "OPERATOR_NAME",
     "PORT_NAME",
+    "MXJobMessages",
     "MXJobPlugin",
     "mx_config",
 ]
@@ -190,8 +203,53 @@ def _env(shared: Obj, replica_type: str, index: int) -> list[tuple[str, str]]:
     return env
 
 
+class MXJobMessages(Messages):
+    """training-operator v1.7's wording of MXJob conditions and events (the job's name only)."""
+
+    failed_event_type = "Normal"
+
+    def created(self, ns: str, name: str) -> str:
+        return f"MXJob {name} is created."
+
+    def running(self, ns: str, name: str) -> str:
+        return f"MXJob {name} is running."
+
+    def succeeded(self, ns: str, name: str) -> str:
+        return f"MXJob {name} is successfully completed."
+
+    def suspended(self, ns: str, name: str) -> str:
+        return f"MXJob {name} is suspended."
+
+    def resumed(self, ns: str, name: str) -> str:
+        return f"MXJob {name} is resumed."
+
+    def backoff_exceeded(self, ns: str, name: str) -> tuple[str, str]:
+        why = "has failed because it has reached the specified backoff limit"
+        return f"{MXJOB.kind}Failed", f"Job {name} {why}"
+
+    def deadline_exceeded(self, ns: str, name: str) -> tuple[str, str]:
+        why = "has failed because it was active longer than specified deadline"
+        return f"{MXJOB.kind}Failed", f"Job {name} {why}"
+
+    def restarting(self, ns: str, name: str, recreated: Sequence[PodView]) -> str:
+        counts = dict.fromkeys(MX_REPLICA_TYPES, 0)
+        canonical = {t.lower(): t for t in MX_REPLICA_TYPES}
+        for pod in recreated:
+            rtype = canonical.get((pod.replica_type or "").lower())
+            if rtype is not None:
+                counts[rtype] += 1
+        rtype, n = next(((t, n) for t, n in counts.items() if n), (REPLICA_WORKER, len(recreated)))
+        return f"mxjob {name} is restarting because {n} {rtype} replica(s) failed."
+
+    def exited(self, ns: str, pod: PodView) -> str | None:
+        code = _mxnet_exit_code(pod)
+        return None if code is None else f"Pod: {ns}.{pod.name} exited with code {code}"
+
+
 class MXJobPlugin:
     """``JobPlugin[MXJob]``: stateless; see the module docstring for every rule."""
+
+    messages = MXJobMessages(MXJOB.kind)
 
     @property
     def resource(self) -> Resource:
@@ -261,6 +319,7 @@ class MXJobPlugin:
             ttl_seconds_after_finished=policy.ttl_seconds_after_finished,
             active_deadline_seconds=policy.active_deadline_seconds,
             backoff_limit=policy.backoff_limit,
+            service_cleanup="WithPods",
         )
 
     # ----------------------------------------------------------------------- children

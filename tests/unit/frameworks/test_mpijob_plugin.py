@@ -20,13 +20,21 @@ from lattice.frameworks.base import (
     MANAGED_LABEL,
     Children,
     InvalidJob,
+    ObservesChildren,
     OperatorContext,
     Progress,
     ReplicaCounts,
     RunPolicyView,
     managed_elsewhere,
+    messages_of,
 )
-from lattice.frameworks.mpijob import MPIJobPlugin, discover_hosts, hostfile, workers_ready
+from lattice.frameworks.mpijob import (
+    MPIJobMessages,
+    MPIJobPlugin,
+    discover_hosts,
+    hostfile,
+    workers_ready,
+)
 from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.registry import PLUGINS, plugin_for
 from lattice.runtime.projections import pod_info
@@ -334,8 +342,11 @@ def test_demand_carries_suspension() -> None:
 def test_run_policy_leaves_ttl_deadline_and_backoff_to_the_launcher_job() -> None:
     policy = {"ttlSecondsAfterFinished": 60, "activeDeadlineSeconds": 600, "backoffLimit": 2}
     job = parse(pi(runPolicy={"cleanPodPolicy": "All", **policy}))
-    assert PLUGIN.run_policy(job) == RunPolicyView(clean_pod_policy="All")
-    assert PLUGIN.run_policy(parse(pi(runPolicy={}))) == RunPolicyView(clean_pod_policy="None")
+    # cleanPodPolicy cleans only the workers: the Service stays (mpi-operator cleanUpWorkerPods).
+    assert PLUGIN.run_policy(job) == RunPolicyView(clean_pod_policy="All", service_cleanup="None")
+    assert PLUGIN.run_policy(parse(pi(runPolicy={}))) == RunPolicyView(
+        clean_pod_policy="None", service_cleanup="None"
+    )
     launcher = children(pi(runPolicy=policy)).jobs[0]["spec"]
     assert (launcher["ttlSecondsAfterFinished"], launcher["activeDeadlineSeconds"]) == (60, 600)
     assert launcher["backoffLimit"] == 2
@@ -916,3 +927,69 @@ def test_progress_reads_the_informer_projection_of_real_pods() -> None:
     progress = PLUGIN.progress(parse(pi()), size=3, pods=pods, others={})
     assert progress.failed == "1/2 workers are evicted"
     assert progress.failed_reason == EVICTED
+
+
+# --------------------------------------------------------------------------- observed children
+
+
+def observed(
+    obj: Obj, pods: list[FakePod], others: dict[str, Obj] | None = None, size: int = 3
+) -> Children:
+    job = parse(obj)
+    desired = PLUGIN.children(job, size=size, ctx=NODE)
+    return PLUGIN.observed_children(job, desired, pods=pods, others=others or {})
+
+
+def test_plugin_observes_children() -> None:
+    assert isinstance(PLUGIN, ObservesChildren)
+
+
+def test_discover_hosts_lists_only_the_running_workers() -> None:
+    kids = observed(pi(), [worker(1), worker(0, "Pending"), worker(2)])
+    data = kids.config_maps[0]["data"]
+    assert data["discover_hosts.sh"] == "#!/bin/sh\necho pi-worker-1.pi.ns.svc\n"
+    assert data["hostfile"] == hostfile(parse(pi())), "the hostfile names every worker"
+    assert [j["metadata"]["name"] for j in kids.jobs] == ["pi-launcher"], "AtStartup"
+    assert children(pi()).config_maps[0]["data"]["discover_hosts.sh"].count("echo") == 2
+
+
+def test_discover_hosts_with_the_launcher_as_worker() -> None:
+    kids = observed(pi(runLauncherAsWorker=True), [worker(0, deleted=True)])
+    assert kids.config_maps[0]["data"]["discover_hosts.sh"] == (
+        "#!/bin/sh\necho pi-launcher.pi.ns.svc\n"
+    )
+
+
+def test_wait_for_workers_ready_holds_the_launcher_until_every_worker_is_ready() -> None:
+    obj = pi(launcherCreationPolicy="WaitForWorkersReady")
+    assert observed(obj, []).jobs == ()
+    assert observed(obj, [worker(0), worker(1, ready=False)]).jobs == ()
+    ready = observed(obj, [worker(0), worker(1)])
+    assert [j["metadata"]["name"] for j in ready.jobs] == ["pi-launcher"]
+    assert ready.jobs == children(obj).jobs
+
+
+def test_an_existing_launcher_is_kept_when_a_worker_turns_unready() -> None:
+    obj = pi(launcherCreationPolicy="WaitForWorkersReady")
+    kids = observed(obj, [worker(0), worker(1, ready=False)], others=launcher(active=1))
+    assert [j["metadata"]["name"] for j in kids.jobs] == ["pi-launcher"]
+
+
+def test_observed_children_at_size_zero_is_nothing() -> None:
+    assert observed(pi(), [worker(0)], size=0) == Children()
+
+
+def test_mpi_operator_wording() -> None:
+    words = messages_of(PLUGIN)
+    assert isinstance(words, MPIJobMessages)
+    assert words.created("ns", "pi") == "MPIJob ns/pi is created."
+    assert words.created_event is True
+    assert words.running("ns", "pi") == "MPIJob ns/pi is running."
+    assert words.running_event("ns", "pi") == "MPIJob ns/pi is running"
+    assert words.succeeded("ns", "pi") == "MPIJob ns/pi successfully completed."
+    assert (words.suspended("ns", "pi"), words.resumed("ns", "pi")) == (
+        "MPIJob suspended",
+        "MPIJob resumed",
+    )
+    assert words.suspended_running("ns", "pi") == "MPIJob ns/pi is suspended."
+    assert words.failed_event_type == "Warning"

@@ -26,8 +26,9 @@ from lattice.frameworks.base import (
     ReplicaCounts,
     RunPolicyView,
     managed_elsewhere,
+    messages_of,
 )
-from lattice.frameworks.mxjob import MXJobPlugin, mx_config
+from lattice.frameworks.mxjob import MXJobMessages, MXJobPlugin, mx_config
 from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY, go_json
 from lattice.frameworks.registry import plugin_for
 from lattice.runtime.projections import pod_info
@@ -387,9 +388,12 @@ def test_run_policy_and_suspension() -> None:
         ttl_seconds_after_finished=60,
         active_deadline_seconds=600,
         backoff_limit=3,
+        service_cleanup="WithPods",
     )
     assert PLUGIN.demand(job, NODE).suspended is True
-    assert PLUGIN.run_policy(parse(dist())) == RunPolicyView(clean_pod_policy="None")
+    assert PLUGIN.run_policy(parse(dist())) == RunPolicyView(
+        clean_pod_policy="None", service_cleanup="WithPods"
+    )
 
 
 # --------------------------------------------------------------------------- children
@@ -935,3 +939,47 @@ def test_exit_code_policy_reads_only_the_mxnet_container() -> None:
     pods = [pod("scheduler"), pod("server"), sidecar_failed]
     progress = PLUGIN.progress(parse(obj), size=3, pods=pods, others={})
     assert (progress.failed, progress.recreate) == (None, ("mxnet-job-worker-0",))
+
+
+# --------------------------------------------------------------------------- wording
+
+
+def test_training_operator_v1_7_wording() -> None:
+    words = messages_of(PLUGIN)
+    assert isinstance(words, MXJobMessages)
+    assert words.created("ns", "mxnet-job") == "MXJob mxnet-job is created."
+    assert words.running("ns", "mxnet-job") == "MXJob mxnet-job is running."
+    assert words.succeeded("ns", "mxnet-job") == "MXJob mxnet-job is successfully completed."
+    assert words.suspended("ns", "mxnet-job") == "MXJob mxnet-job is suspended."
+    assert words.resumed("ns", "mxnet-job") == "MXJob mxnet-job is resumed."
+    assert words.backoff_exceeded("ns", "mxnet-job") == (
+        FAILED,
+        "Job mxnet-job has failed because it has reached the specified backoff limit",
+    )
+    assert words.deadline_exceeded("ns", "mxnet-job") == (
+        FAILED,
+        "Job mxnet-job has failed because it was active longer than specified deadline",
+    )
+    assert words.failed_event_type == "Normal"
+    assert words.created_event is False
+    assert words.running_event("ns", "mxnet-job") is None
+
+
+def test_restart_wording_names_the_first_type_and_its_count() -> None:
+    words = messages_of(PLUGIN)
+    recreated = [pod("worker", 1, "Failed", code=137), pod("server", 0, "Failed", code=137)]
+    recreated.append(pod("worker", 0, "Failed", code=139))
+    assert words.restarting("ns", "mxnet-job", recreated) == (
+        "mxjob mxnet-job is restarting because 1 Server replica(s) failed."
+    )
+    assert words.restarting("ns", "mxnet-job", recreated[::2]) == (
+        "mxjob mxnet-job is restarting because 2 Worker replica(s) failed."
+    )
+
+
+def test_exited_with_code_reads_the_mxnet_container() -> None:
+    words = messages_of(PLUGIN)
+    assert words.exited("ns", pod("worker", 1, "Failed", code=137)) == (
+        "Pod: ns.mxnet-job-worker-1 exited with code 137"
+    )
+    assert words.exited("ns", pod("worker", 1, "Failed")) is None

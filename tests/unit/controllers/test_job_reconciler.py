@@ -1,0 +1,497 @@
+"""The generic reconciler driven through MPIJob and MXJob (and TrainingJob's wording), against
+an in-memory API (``harness.World``): restarts charged to the backoffLimit and persisted before
+the pods go, the deadline, preemption and suspension, the MPI launcher gate and the Running-
+workers script, mpi-operator's clean-up, per-kind wording, events and metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from lattice.frameworks.mpijob import MPIJobPlugin
+from lattice.frameworks.mxjob import MXJobPlugin
+from lattice.frameworks.trainingjob import TrainingJobPlugin
+from lattice.kube import Conflict
+from tests.unit.controllers.harness import NS, World
+
+Obj = dict[str, Any]
+
+
+def mxjob(name: str = "mx", *, policy: str = "ExitCode", workers: int = 2, **run: Any) -> Obj:
+    def replica(replicas: int, restart: str) -> Obj:
+        container = {
+            "name": "mxnet",
+            "image": "mx:1",
+            "ports": [{"name": "mxjob-port", "containerPort": 9091}],
+        }
+        return {
+            "replicas": replicas,
+            "restartPolicy": restart,
+            "template": {"spec": {"containers": [container, {"name": "log", "image": "l:1"}]}},
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MXJob",
+        "metadata": {"name": name},
+        "spec": {
+            "jobMode": "MXTrain",
+            "runPolicy": run,
+            "mxReplicaSpecs": {
+                "Scheduler": replica(1, "Never"),
+                "Worker": replica(workers, policy),
+            },
+        },
+    }
+
+
+def mpijob(name: str = "pi", *, workers: int = 2, run: Obj | None = None, **spec: Any) -> Obj:
+    def replica(replicas: int, command: str) -> Obj:
+        container = {"name": command, "image": "mpi:1", "command": [command]}
+        return {"replicas": replicas, "template": {"spec": {"containers": [container]}}}
+
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": 1,
+            "runPolicy": run or {},
+            "sshAuthMountPath": "/home/mpiuser/.ssh",
+            "mpiReplicaSpecs": {
+                "Launcher": replica(1, "mpirun"),
+                "Worker": replica(workers, "sshd"),
+            },
+            **spec,
+        },
+    }
+
+
+def running(world: World, *names: str) -> None:
+    for name in names:
+        world.set_pod(name, "Running")
+
+
+def events(world: World, reason: str) -> list[tuple[str, str]]:
+    return [(e.type, e.note) for e in world.recorder.events if e.reason == reason]
+
+
+MX_PODS = ["mx-scheduler-0", "mx-worker-0", "mx-worker-1"]
+
+
+# --- MXJob: ExitCode restarts and the backoffLimit ---------------------------------------------
+
+
+async def test_exit_code_137_recreates_the_pod_and_backoff_limit_ends_the_job() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(backoffLimit=1), size=3)
+    await w.reconcile("mx")
+    assert w.names("pods") == MX_PODS
+    assert w.conditions("mx")["Created"]["message"] == "MXJob mx is created."
+    running(w, *MX_PODS)
+    await w.reconcile("mx")
+    assert w.conditions("mx")["Running"]["message"] == "MXJob mx is running."
+
+    w.set_pod("mx-worker-1", "Failed", exit_code=137, container="mxnet")
+    w.calls.clear()
+    await w.reconcile("mx")
+    restarting = w.conditions("mx")["Restarting"]
+    assert (restarting["status"], restarting["reason"]) == ("True", "MXJobRestarting")
+    assert restarting["message"] == "mxjob mx is restarting because 1 Worker replica(s) failed."
+    assert "Running" not in w.conditions("mx"), "Running and Restarting exclude each other"
+    assert events(w, "ExitedWithCode") == [
+        ("Normal", f"Pod: {NS}.mx-worker-1 exited with code 137")
+    ]
+    assert events(w, "MXJobRestarting") == [("Warning", restarting["message"])]
+    assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 1
+    # The charged failure is written before the pod showing it is deleted.
+    assert w.calls.index(("patch/status", "MXJob", "mx")) < w.calls.index(
+        ("delete", "Pod", "mx-worker-1")
+    )
+    assert (
+        w.sample("training_operator_jobs_restarted_total", job_namespace=NS, framework="mxnet") == 1
+    )
+
+    await w.reconcile("mx")
+    assert w.names("pods") == MX_PODS, "the pod is recreated under the same name"
+    running(w, "mx-worker-1")
+    await w.reconcile("mx")
+    assert w.conditions("mx")["Running"]["status"] == "True"
+    assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 1, "kept once replaced"
+
+    w.set_pod("mx-worker-0", "Failed", exit_code=137, container="mxnet")
+    await w.reconcile("mx")
+    failed = w.conditions("mx")["Failed"]
+    assert (failed["reason"], failed["message"]) == (
+        "MXJobFailed",
+        "Job mx has failed because it has reached the specified backoff limit",
+    )
+    assert events(w, "MXJobFailed") == [("Normal", failed["message"])]
+    assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 2
+    assert w.status("mx")["lattice"]["stage"] == "Completed"
+    assert w.names("pods") == [], "past its backoffLimit every pod is stopped (policy None)"
+    assert w.names("services") == []
+    assert w.sample("training_operator_jobs_failed_total", job_namespace=NS, framework="mxnet") == 1
+
+
+async def test_backoff_limit_zero_fails_on_the_first_retryable_exit() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(backoffLimit=0), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    w.set_pod("mx-worker-0", "Failed", exit_code=143, container="mxnet")
+    await w.reconcile("mx")
+    assert w.conditions("mx")["Failed"]["reason"] == "MXJobFailed"
+    assert "Restarting" not in w.conditions("mx")
+
+
+async def test_a_conflicting_status_write_deletes_nothing() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(backoffLimit=3), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    await w.reconcile("mx")
+    w.set_pod("mx-worker-0", "Failed", exit_code=137, container="mxnet")
+    w.conflicts = 1
+    with pytest.raises(Conflict):
+        await w.reconcile("mx")
+    assert "mx-worker-0" in w.names("pods")
+    await w.reconcile("mx")
+    assert "mx-worker-0" not in w.names("pods")
+    assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 1, "counted once"
+
+
+async def test_exit_code_1_fails_the_job_with_upstream_wording() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    w.set_pod("mx-worker-1", "Failed", exit_code=1, container="mxnet")
+    await w.reconcile("mx")
+    failed = w.conditions("mx")["Failed"]
+    assert (failed["reason"], failed["message"]) == (
+        "MXJobFailed",
+        "mxjob mx is failed because 1 Worker replica(s) failed.",
+    )
+    assert events(w, "MXJobFailed") == [("Normal", failed["message"])]
+
+
+async def test_an_evicted_pod_is_recreated_without_charging_the_backoff_limit() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(backoffLimit=0), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    w.set_pod(
+        "mx-worker-0",
+        "Failed",
+        exit_code=137,
+        container="mxnet",
+        reason="Evicted",
+        disruption="EvictionByEvictionAPI",
+    )
+    await w.reconcile("mx")
+    assert "Failed" not in w.conditions("mx")
+    assert "mx-worker-0" not in w.names("pods")
+    assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 0
+
+
+async def test_success_follows_the_scheduler_with_upstream_wording() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    w.set_pod("mx-scheduler-0", "Succeeded", exit_code=0)
+    await w.reconcile("mx")
+    done = w.conditions("mx")["Succeeded"]
+    assert (done["reason"], done["message"]) == (
+        "MXJobSucceeded",
+        "MXJob mx is successfully completed.",
+    )
+    assert events(w, "MXJobSucceeded") == [("Normal", done["message"])]
+
+
+# --- deadline, preemption, suspension ----------------------------------------------------------
+
+
+async def test_deadline_fails_with_upstream_message_and_preempted_time_does_not_count() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(activeDeadlineSeconds=10), size=3)
+    await w.reconcile("mx")
+    assert w.exec_status("mx")["startTime"]
+    await w.clock.advance(6)
+    w.grant("mx", 0)
+    await w.reconcile("mx")
+    assert "startTime" not in w.exec_status("mx"), "a job holding no pods has not started"
+    await w.clock.advance(60)
+    await w.reconcile("mx")
+    assert "Failed" not in w.conditions("mx")
+    w.grant("mx", 3)
+    await w.reconcile("mx")
+    await w.clock.advance(6)
+    result = await w.reconcile("mx")
+    assert "Failed" not in w.conditions("mx")
+    assert result.requeue_after == pytest.approx(4)
+    await w.clock.advance(5)
+    await w.reconcile("mx")
+    failed = w.conditions("mx")["Failed"]
+    assert (failed["reason"], failed["message"]) == (
+        "MXJobFailed",
+        "Job mx has failed because it was active longer than specified deadline",
+    )
+
+
+async def test_preemption_stops_every_pod_and_never_fails_or_charges() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(backoffLimit=0), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    await w.reconcile("mx")
+    w.grant("mx", 0)
+    await w.reconcile("mx")
+    assert w.names("pods") == []
+    assert w.names("services") == []
+    conds = w.conditions("mx")
+    assert (conds["Suspended"]["status"], conds["Suspended"]["reason"]) == ("True", "Preempted")
+    assert (conds["Running"]["status"], conds["Running"]["reason"]) == ("False", "MXJobWaiting")
+    assert "Failed" not in conds
+    assert w.job("mx")["spec"]["runPolicy"].get("suspend") is None, "the user's field untouched"
+
+    w.grant("mx", 3)
+    await w.reconcile("mx")
+    assert w.names("pods") == MX_PODS
+    conds = w.conditions("mx")
+    assert (conds["Suspended"]["status"], conds["Suspended"]["reason"]) == ("False", "MXJobResumed")
+    assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 0
+
+
+async def test_user_suspension_with_upstream_wording() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    await w.reconcile("mx")
+    w.edit_spec("mx", lambda s: s["runPolicy"].update(suspend=True))
+    w.grant("mx", 0)
+    await w.reconcile("mx")
+    conds = w.conditions("mx")
+    assert (conds["Suspended"]["reason"], conds["Suspended"]["message"]) == (
+        "MXJobSuspended",
+        "MXJob mx is suspended.",
+    )
+    assert (conds["Running"]["status"], conds["Running"]["reason"]) == ("False", "MXJobSuspended")
+    assert events(w, "MXJobSuspended") == [("Normal", "MXJob mx is suspended.")]
+    assert w.names("pods") == []
+
+    w.edit_spec("mx", lambda s: s["runPolicy"].update(suspend=False))
+    w.grant("mx", 3)
+    await w.reconcile("mx")
+    conds = w.conditions("mx")
+    assert (conds["Suspended"]["status"], conds["Suspended"]["message"]) == (
+        "False",
+        "MXJob mx is resumed.",
+    )
+    assert w.names("pods") == MX_PODS
+
+
+# --- MPIJob ------------------------------------------------------------------------------------
+
+
+async def test_wait_for_workers_ready_holds_the_launcher_and_never_deletes_it() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(launcherCreationPolicy="WaitForWorkersReady"), size=3)
+    await w.reconcile("pi")
+    assert w.names("pods") == ["pi-worker-0", "pi-worker-1"]
+    assert w.names("configmaps") == ["pi-config"]
+    assert w.names("secrets") == ["pi-ssh"]
+    assert w.names("jobs") == [], "no launcher before the workers are ready"
+    assert w.get_obj("configmaps", "pi-config")["data"]["discover_hosts.sh"] == "#!/bin/sh\n"
+
+    w.set_pod("pi-worker-0", "Running", ready=False)
+    w.set_pod("pi-worker-1", "Running", ready=True)
+    await w.reconcile("pi")
+    assert w.names("jobs") == []
+    assert w.get_obj("configmaps", "pi-config")["data"]["discover_hosts.sh"] == (
+        f"#!/bin/sh\necho pi-worker-0.pi.{NS}.svc\necho pi-worker-1.pi.{NS}.svc\n"
+    )
+
+    w.set_pod("pi-worker-0", "Running", ready=True)
+    await w.reconcile("pi")
+    assert w.names("jobs") == ["pi-launcher"]
+
+    w.set_pod("pi-worker-1", "Running", ready=False)
+    await w.reconcile("pi")
+    assert w.names("jobs") == ["pi-launcher"], "an existing launcher is kept"
+    assert ("delete", "Job", "pi-launcher") not in w.calls
+
+
+async def test_discover_hosts_lists_only_running_workers_updated_in_place() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(), size=3)
+    await w.reconcile("pi")
+    assert w.names("jobs") == ["pi-launcher"], "AtStartup: the launcher comes at once"
+    w.set_pod("pi-worker-1", "Running")
+    await w.reconcile("pi")
+    config = w.get_obj("configmaps", "pi-config")
+    assert config["data"]["discover_hosts.sh"] == f"#!/bin/sh\necho pi-worker-1.pi.{NS}.svc\n"
+    assert config["data"]["hostfile"] == (
+        f"pi-worker-0.pi.{NS}.svc slots=1\npi-worker-1.pi.{NS}.svc slots=1\n"
+    )
+    assert ("patch", "ConfigMap", "pi-config") in w.calls
+    assert ("delete", "ConfigMap", "pi-config") not in w.calls
+
+
+async def test_mpijob_success_cleans_only_workers_and_counts_both_metric_families() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(run={"cleanPodPolicy": "Running"}), size=3)
+    await w.reconcile("pi")
+    assert events(w, "MPIJobCreated") == [("Normal", f"MPIJob {NS}/pi is created.")]
+    running(w, "pi-worker-0", "pi-worker-1")
+    w.set_job_status("pi-launcher", {"active": 1, "ready": 1})
+    await w.reconcile("pi")
+    await w.reconcile("pi")
+    assert w.conditions("pi")["Running"]["message"] == f"MPIJob {NS}/pi is running."
+    assert events(w, "MPIJobRunning") == [("Normal", f"MPIJob {NS}/pi is running")]
+
+    complete = {"type": "Complete", "status": "True"}
+    w.set_job_status("pi-launcher", {"succeeded": 1, "conditions": [complete]})
+    await w.reconcile("pi")
+    done = w.conditions("pi")["Succeeded"]
+    assert (done["reason"], done["message"]) == (
+        "MPIJobSucceeded",
+        f"MPIJob {NS}/pi successfully completed.",
+    )
+    await w.reconcile("pi")
+    assert w.names("pods") == [], "Running workers are cleaned"
+    assert w.names("services") == ["pi"], "the Service stays, as mpi-operator keeps it"
+    assert w.names("jobs") == ["pi-launcher"]
+    assert w.names("configmaps") == ["pi-config"]
+    assert w.sample("mpi_operator_jobs_created_total") == 1
+    assert w.sample("mpi_operator_jobs_successful_total") == 1
+    assert w.sample("training_operator_jobs_created_total", job_namespace=NS, framework="mpi") == 1
+    assert (
+        w.sample("training_operator_jobs_successful_total", job_namespace=NS, framework="mpi") == 1
+    )
+
+
+async def test_mpijob_launcher_failure_counts_failed() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(), size=3)
+    await w.reconcile("pi")
+    failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "x"}
+    w.set_job_status("pi-launcher", {"failed": 1, "conditions": [failed]})
+    await w.reconcile("pi")
+    assert w.conditions("pi")["Failed"]["reason"] == "BackoffLimitExceeded"
+    assert events(w, "BackoffLimitExceeded") == [("Warning", "x")]
+    assert w.sample("mpi_operator_jobs_failed_total") == 1
+
+
+async def test_suspended_mpijob_creates_nothing_until_resumed() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(run={"suspend": True}), size=0)
+    await w.reconcile("pi")
+    for plural in ("pods", "services", "configmaps", "secrets", "jobs"):
+        assert w.names(plural) == [], plural
+    suspended = w.conditions("pi")["Suspended"]
+    assert (suspended["reason"], suspended["message"]) == ("MPIJobSuspended", "MPIJob suspended")
+
+    w.edit_spec("pi", lambda s: s["runPolicy"].update(suspend=False))
+    w.grant("pi", 3)
+    await w.reconcile("pi")
+    assert w.conditions("pi")["Suspended"]["message"] == "MPIJob resumed"
+    assert w.names("jobs") == ["pi-launcher"]
+    assert len(w.names("pods")) == 2
+
+
+async def test_preempted_mpijob_stops_everything_and_comes_back() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(), size=3)
+    await w.reconcile("pi")
+    running(w, "pi-worker-0", "pi-worker-1")
+    w.set_job_status("pi-launcher", {"active": 1, "ready": 1})
+    await w.reconcile("pi")
+    w.grant("pi", 0)
+    await w.reconcile("pi")
+    for plural in ("pods", "services", "configmaps", "secrets", "jobs"):
+        assert w.names(plural) == [], plural
+    conds = w.conditions("pi")
+    assert (conds["Suspended"]["status"], conds["Suspended"]["reason"]) == ("True", "Preempted")
+    assert "Failed" not in conds
+    w.grant("pi", 3)
+    await w.reconcile("pi")
+    assert w.names("jobs") == ["pi-launcher"]
+    assert w.conditions("pi")["Suspended"]["reason"] == "MPIJobResumed"
+
+
+# --- TrainingJob keeps its wording -------------------------------------------------------------
+
+
+async def test_trainingjob_keeps_its_wording() -> None:
+    w = World(TrainingJobPlugin())
+    container = {"name": "trainingjob", "image": "t:1", "command": ["python", "main.py"]}
+    w.apply(
+        {
+            "apiVersion": "breezeml.ai/v1",
+            "kind": "TrainingJob",
+            "metadata": {"name": "t"},
+            "spec": {
+                "minSize": 1,
+                "maxSize": 1,
+                "runPolicy": {"activeDeadlineSeconds": 5},
+                "replicaSpecs": {"template": {"spec": {"containers": [container]}}},
+            },
+        },
+        size=1,
+    )
+    await w.reconcile("t")
+    assert w.conditions("t")["Created"]["message"] == f"TrainingJob {NS}/t is created."
+    await w.clock.advance(6)
+    await w.reconcile("t")
+    failed = w.conditions("t")["Failed"]
+    assert (failed["reason"], failed["message"]) == (
+        "DeadlineExceeded",
+        f"TrainingJob {NS}/t has failed because it was active longer than specified deadline",
+    )
+    assert events(w, "DeadlineExceeded") == [("Warning", failed["message"])]
+
+
+async def test_clean_pod_policy_running_takes_each_deleted_pods_service_with_it() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(cleanPodPolicy="Running"), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    w.set_pod("mx-scheduler-0", "Succeeded", exit_code=0)
+    await w.reconcile("mx")
+    assert w.conditions("mx")["Succeeded"]["status"] == "True"
+    await w.reconcile("mx")
+    assert w.names("pods") == ["mx-scheduler-0"]
+    assert w.names("services") == ["mx-scheduler-0"], "as training-operator: with its pod only"
+
+
+async def test_a_deadline_stops_every_pod_whatever_the_clean_pod_policy() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(activeDeadlineSeconds=5), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    await w.clock.advance(5)
+    await w.reconcile("mx")
+    assert w.conditions("mx")["Failed"]["status"] == "True"
+    assert w.names("pods") == []
+    assert w.names("services") == []
+
+
+async def test_an_mpijob_finished_before_running_gets_running_false() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(), size=3)
+    await w.reconcile("pi")
+    complete = {"type": "Complete", "status": "True"}
+    w.set_job_status("pi-launcher", {"succeeded": 1, "conditions": [complete]})
+    await w.reconcile("pi")
+    conds = w.conditions("pi")
+    assert (conds["Running"]["status"], conds["Running"]["reason"]) == ("False", "MPIJobRunning")
+    assert conds["Running"]["message"] == (
+        f"MPIJob {NS}/pi is finished but Running condition was never set."
+    )
+    assert conds["Succeeded"]["status"] == "True"
+    assert list(conds)[-1] == "Succeeded"
