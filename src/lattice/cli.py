@@ -3,6 +3,7 @@
 Subcommands:
 - ``lattice crds``: write (or ``--check``) the CRD YAML generated from the API models.
 - ``lattice run``: the operator process (flags and env in ``lattice.config``).
+- ``lattice simulate``: replay a trace through the scheduler core (flags in ``lattice.sim.cli``).
 - ``lattice version``: print the version.
 
 Each subcommand is a small function; the operator process (``lattice run``) and the trace
@@ -54,6 +55,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return asyncio.run(app.run(settings))
 
 
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from lattice.sim import cli as sim_cli
+
+    return sim_cli.main(args)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lattice", description="Lattice training-job operator")
     sub = p.add_subparsers(dest="command", required=True)
@@ -71,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--check", action="store_true", help="exit 1 if the files there are stale")
     c.set_defaults(func=_cmd_crds)
+
+    from lattice.sim.cli import add_arguments as add_sim_arguments
+
+    s = sub.add_parser("simulate", help="replay a trace through the scheduler and compare policies")
+    add_sim_arguments(s)
+    s.set_defaults(func=_cmd_simulate)
     return p
 
 

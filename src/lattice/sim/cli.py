@@ -1,0 +1,153 @@
+"""``lattice simulate``: argument parsing, the summary table, ``--json`` and ``--png`` output.
+
+Contract: :func:`add_arguments` registers the flags on a parser; :func:`main` runs the
+experiment described by the parsed namespace, prints the table and returns an exit status
+(0 ok, 2 bad input). File I/O here is limited to reading the trace and the speedup CSVs and
+writing the requested JSON/PNG files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from lattice.scheduler.core import SchedulerConfig, Strategy
+from lattice.sim.figure import render_png
+from lattice.sim.metrics import format_table
+from lattice.sim.runner import ALL_POLICIES, run_policies
+from lattice.sim.speedup import load_fits
+from lattice.sim.trace import MappingOptions, map_jobs, parse_priority_mix, read_trace
+
+__all__ = ["add_arguments", "main"]
+
+_DEFAULT_SPEEDUP_DIR = "../shared/data/traces/speedup"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register the ``lattice simulate`` flags on ``p``."""
+    p.add_argument("--trace", required=True, type=Path, help="Philly-condensed or generic CSV")
+    cap = p.add_mutually_exclusive_group()
+    cap.add_argument("--capacity", type=int, help="total units (default 64)")
+    cap.add_argument("--nodes", type=int, help="number of nodes (with --gpus-per-node)")
+    p.add_argument("--gpus-per-node", type=int, default=8, help="units per node (default 8)")
+    p.add_argument("--unit", default="gpu", help="unit name, for display only (default gpu)")
+    p.add_argument(
+        "--policy",
+        action="append",
+        help=f"policy to run; repeatable (default all): {', '.join(ALL_POLICIES)}",
+    )
+    p.add_argument("--strategy", choices=[s.value for s in Strategy], help="for `lattice`")
+    p.add_argument("--resize-interval", type=float, help="seconds (default: the core's)")
+    p.add_argument("--starvation-limit", type=float, help="seconds (LAS promotion)")
+    p.add_argument("--restart-cost", type=float, default=30.0, help="seconds per resize (30)")
+    p.add_argument("--min-fraction", type=float, default=0.5, help="min = ceil(units x F)")
+    p.add_argument("--max-factor", type=float, default=2.0, help="max = round(units x F)")
+    p.add_argument("--priority-mix", default="0:1", help='e.g. "0:0.8,10:0.2" (default 0:1)')
+    p.add_argument("--compress", type=float, default=1.0, help="divide submit times by this")
+    p.add_argument("--seed", type=int, default=0, help="seed of the priority draw")
+    p.add_argument("--limit", type=int, help="only the first N jobs")
+    p.add_argument(
+        "--speedup",
+        default="linear",
+        help="linear[:CAP] | amdahl:P | allreduce:APP | mix (fitted apps, drawn per job)",
+    )
+    p.add_argument("--speedup-dir", type=Path, default=Path(_DEFAULT_SPEEDUP_DIR))
+    p.add_argument("--json", type=Path, help="write metrics (and per-job results) here")
+    p.add_argument("--png", type=Path, help="write a figure (JCT CDF, utilisation, queue)")
+
+
+def _config(args: argparse.Namespace) -> SchedulerConfig:
+    config = SchedulerConfig()
+    changes: dict[str, Any] = {}
+    if args.strategy:
+        changes["strategy"] = Strategy(args.strategy)
+    if args.resize_interval is not None:
+        changes["resize_interval"] = timedelta(seconds=args.resize_interval)
+    if args.starvation_limit is not None:
+        changes["starvation_limit"] = timedelta(seconds=args.starvation_limit)
+    return SchedulerConfig(**{**_fields(config), **changes}) if changes else config
+
+
+def _fields(config: SchedulerConfig) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in SchedulerConfig.__dataclass_fields__}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``lattice simulate`` for parsed ``args``."""
+    try:
+        capacity = args.capacity or (args.nodes or 8) * args.gpus_per_node
+        if args.capacity is None and args.nodes is None:
+            capacity = 64
+        fits = load_fits(args.speedup_dir)
+        options = MappingOptions(
+            min_fraction=args.min_fraction,
+            max_factor=args.max_factor,
+            priority_mix=parse_priority_mix(args.priority_mix),
+            compress=args.compress,
+            seed=args.seed,
+            speedup=args.speedup,
+            limit=args.limit,
+        )
+        jobs = map_jobs(read_trace(args.trace), options, capacity=capacity, fits=fits)
+        config = _config(args)
+        runs = run_policies(
+            jobs,
+            args.policy or ["all"],
+            capacity=capacity,
+            units_per_node=args.gpus_per_node,
+            restart_cost=args.restart_cost,
+            config=config,
+            timeline=args.png is not None,
+        )
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"lattice simulate: {exc}", file=sys.stderr)
+        return 2
+    print(f"{len(jobs)} jobs, capacity {capacity} {args.unit}s, speedup {args.speedup}")
+    print(format_table([r.metrics for r in runs]))
+    if args.json:
+        doc = {
+            "trace": str(args.trace),
+            "capacity": capacity,
+            "jobs": len(jobs),
+            "restart_cost": args.restart_cost,
+            "speedup": args.speedup,
+            "resize_interval": config.resize_interval.total_seconds(),
+            "policies": [
+                {
+                    **{k: _clean(v) for k, v in r.metrics.to_dict().items()},
+                    "wall_seconds": r.wall_seconds,
+                    "per_job": (
+                        [
+                            {
+                                "id": j.id,
+                                "submit": j.submit,
+                                "start": j.start,
+                                "finish": j.finish,
+                                "resizes": j.resizes,
+                                "priority": j.priority,
+                            }
+                            for j in r.result.jobs
+                        ]
+                        if r.result is not None
+                        else None
+                    ),
+                }
+                for r in runs
+            ],
+        }
+        args.json.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.png:
+        args.png.write_bytes(render_png(runs))
+        print(f"wrote {args.png}")
+    return 0

@@ -1,0 +1,158 @@
+"""The policies under comparison, as :class:`lattice.sim.engine.Allocator` implementations.
+
+Contract:
+- :class:`LatticeAllocator` drives the operator's own pure core: each pass builds a
+  :class:`~lattice.scheduler.core.Snapshot` of the active jobs (one ``TrainingJob`` each, unit
+  replicas) on ``nodes`` of the given sizes, calls :func:`~lattice.scheduler.core.schedule`,
+  plays the plan back with :func:`~lattice.scheduler.core.apply_decision` and returns the
+  ``Running`` sizes and ``plan.next_wakeup``. Pods always start in the simulator, so the
+  pending timeout and its cooldown never trigger; every other knob of
+  :class:`~lattice.scheduler.core.SchedulerConfig` applies as in the operator.
+- :class:`FifoAllocator`: no elasticity, no preemption; jobs at their requested size in
+  arrival order. ``backfill=True`` starts any job whose gang fits (``fifo-backfill``, the
+  baseline); ``backfill=False`` stops at the first that does not (``fifo-strict``).
+- :class:`GreedyAllocator` (``lattice-original``): the seed operator's ``DispatchWorkers``
+  rule, re-run on every pass: in (priority desc, queued asc) order each job gets ``max`` if it
+  fits, else the remainder if that is at least ``min``, else it and every later job pause.
+  Its flat 3 h cooldown only follows a stuck-pending requeue, which the simulator never has.
+- Times are simulator seconds; ``epoch`` maps them onto the aware datetimes the core needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+from lattice.scheduler.core import (
+    JobView,
+    NodeView,
+    SchedulerConfig,
+    Snapshot,
+    Stage,
+    apply_decision,
+    schedule,
+)
+from lattice.sim.trace import SimJob
+
+__all__ = ["EPOCH", "FifoAllocator", "GreedyAllocator", "LatticeAllocator", "make_nodes"]
+
+EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+def make_nodes(capacity: int, units_per_node: int) -> tuple[NodeView, ...]:
+    """``capacity`` units as nodes of ``units_per_node`` (the last one may be smaller)."""
+    if capacity <= 0 or units_per_node <= 0:
+        raise ValueError("capacity and units per node must be > 0")
+    full, rest = divmod(capacity, units_per_node)
+    sizes = [units_per_node] * full + ([rest] if rest else [])
+    return tuple(NodeView(f"node-{i:04d}", free) for i, free in enumerate(sizes))
+
+
+class FifoAllocator:
+    """``fifo-backfill`` / ``fifo-strict``: rigid gangs in arrival order, never preempted."""
+
+    def __init__(self, capacity: int, *, backfill: bool) -> None:
+        self._capacity = capacity
+        self._backfill = backfill
+        self._jobs: dict[str, SimJob] = {}
+
+    def arrive(self, job: SimJob, now: float) -> None:
+        self._jobs[job.id] = job
+
+    def finish(self, job: SimJob, now: float) -> None:
+        del self._jobs[job.id]
+
+    def allocate(self, now: float, sizes: Mapping[str, int]) -> tuple[dict[str, int], float | None]:
+        out = {k: v for k, v in sizes.items() if v}
+        free = self._capacity - sum(out.values())
+        for key, job in self._jobs.items():  # insertion order = arrival order
+            if key in out:
+                continue
+            if job.units <= free:
+                out[key] = job.units
+                free -= job.units
+            elif not self._backfill:
+                break
+        return out, None
+
+
+class GreedyAllocator:
+    """``lattice-original``: the seed's greedy max-first dispatch with strict order."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._jobs: dict[str, tuple[int, int, SimJob]] = {}
+        self._seq = 0
+
+    def arrive(self, job: SimJob, now: float) -> None:
+        self._jobs[job.id] = (-job.priority, self._seq, job)
+        self._seq += 1
+
+    def finish(self, job: SimJob, now: float) -> None:
+        del self._jobs[job.id]
+
+    def allocate(self, now: float, sizes: Mapping[str, int]) -> tuple[dict[str, int], float | None]:
+        out: dict[str, int] = {}
+        free = self._capacity
+        for _, _, job in sorted(self._jobs.values(), key=lambda e: (e[0], e[1])):
+            if job.max_size <= free:
+                size = job.max_size
+            elif free >= job.min_size:
+                size = free
+            else:
+                break
+            out[job.id] = size
+            free -= size
+        return out, None
+
+
+class LatticeAllocator:
+    """``lattice``: the operator's ``schedule()`` core on a simulated clock."""
+
+    def __init__(
+        self, nodes: Sequence[NodeView], config: SchedulerConfig, *, epoch: datetime = EPOCH
+    ) -> None:
+        self._nodes = tuple(nodes)
+        self._config = config
+        self._epoch = epoch
+        self._views: dict[str, JobView] = {}
+        self._ids: dict[str, str] = {}
+
+    def _key(self, job: SimJob) -> str:
+        return f"TrainingJob/sim/{job.id}"
+
+    def arrive(self, job: SimJob, now: float) -> None:
+        key = self._key(job)
+        self._ids[key] = job.id
+        self._views[key] = JobView(
+            key=key,
+            kind="TrainingJob",
+            namespace="sim",
+            name=job.id,
+            creation_time=self._epoch + timedelta(seconds=job.submit),
+            priority=job.priority,
+            min_size=job.min_size,
+            max_size=job.max_size,
+        )
+
+    def finish(self, job: SimJob, now: float) -> None:
+        key = self._key(job)
+        del self._views[key]
+        del self._ids[key]
+
+    def allocate(self, now: float, sizes: Mapping[str, int]) -> tuple[dict[str, int], float | None]:
+        at = self._epoch + timedelta(seconds=now)
+        snapshot = Snapshot(
+            nodes=self._nodes, jobs=tuple(self._views.values()), config=self._config
+        )
+        plan = schedule(snapshot, at)
+        views = self._views
+        for key in plan.changed_keys():
+            views[key] = apply_decision(views[key], plan.decisions[key])
+        out = {
+            self._ids[key]: v.current_size
+            for key, v in views.items()
+            if v.stage == Stage.RUNNING and v.current_size
+        }
+        wake = plan.next_wakeup
+        return out, None if wake is None else (wake - self._epoch).total_seconds()

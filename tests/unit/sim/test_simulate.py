@@ -1,0 +1,233 @@
+"""Exact JCTs of tiny hand-computed traces under each policy and speedup model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from lattice.scheduler.core import SchedulerConfig, Strategy
+from lattice.sim.cli import add_arguments, main
+from lattice.sim.engine import simulate
+from lattice.sim.figure import render_png
+from lattice.sim.metrics import format_table, measure, no_queueing
+from lattice.sim.policies import FifoAllocator, GreedyAllocator, LatticeAllocator, make_nodes
+from lattice.sim.runner import run_policies
+from lattice.sim.speedup import AllReduce, Amdahl, LinearCapped, fit_allreduce, parse_speedup
+from lattice.sim.trace import MappingOptions, SimJob, TraceJob, map_jobs, read_trace
+
+LINEAR = LinearCapped()
+
+
+def job(  # noqa: PLR0917 (terse fixtures)
+    i: int,
+    submit: float,
+    duration: float,
+    units: int,
+    lo: int,
+    hi: int,
+    prio: int = 0,
+    model=LINEAR,
+) -> SimJob:
+    return SimJob(
+        id=f"j{i}",
+        submit=submit,
+        duration=duration,
+        units=units,
+        min_size=lo,
+        max_size=hi,
+        priority=prio,
+        model=model,
+    )
+
+
+def jcts(result) -> dict[str, float | None]:  # type: ignore[no-untyped-def]
+    return {j.id: j.jct for j in result.jobs}
+
+
+def lattice(cap: int, **kw: object) -> LatticeAllocator:
+    return LatticeAllocator(make_nodes(cap, 8), SchedulerConfig(**kw))  # type: ignore[arg-type]
+
+
+# Three rigid jobs on 4 units: A(0s, 100s, 2), B(10s, 100s, 4), C(20s, 50s, 2).
+RIGID = [job(0, 0, 100, 2, 2, 2), job(1, 10, 100, 4, 4, 4), job(2, 20, 50, 2, 2, 2)]
+
+
+def test_fifo_backfill_lets_small_job_pass() -> None:
+    r = simulate(RIGID, FifoAllocator(4, backfill=True), policy="b", capacity=4)
+    # C backfills at 20 (2 free), ends 70; B starts at 100 when A ends, ends 200.
+    assert jcts(r) == {"j0": 100, "j1": 190, "j2": 50}
+
+
+def test_fifo_strict_blocks_behind_head() -> None:
+    r = simulate(RIGID, FifoAllocator(4, backfill=False), policy="s", capacity=4)
+    # B waits for A (100..200); C waits behind B: 200..250.
+    assert jcts(r) == {"j0": 100, "j1": 190, "j2": 230}
+
+
+def test_lattice_strict_fifo_equals_fifo_strict_for_rigid_jobs() -> None:
+    r = simulate(RIGID, lattice(4), policy="l", capacity=4)
+    assert jcts(r) == {"j0": 100, "j1": 190, "j2": 230}
+    assert all(j.resizes == 0 for j in r.jobs)
+
+
+def test_lattice_best_effort_backfills_rigid_jobs() -> None:
+    r = simulate(RIGID, lattice(4, strategy=Strategy.BEST_EFFORT_FIFO), policy="l", capacity=4)
+    assert jcts(r) == {"j0": 100, "j1": 190, "j2": 50}
+
+
+def test_lattice_elastic_shrink_and_grow_with_restart_cost() -> None:
+    # A(0s, 100s at 2, work 200) elastic 1..4 on 4 units, linear; B(50s, 50s, 2 rigid).
+    jobs = [job(0, 0, 100, 2, 1, 4), job(1, 50, 50, 2, 2, 2)]
+    cfg = {"resize_interval": timedelta(0)}
+    r = simulate(jobs, lattice(4, **cfg), policy="l", capacity=4, restart_cost=10)
+    # A starts at 4: rate 4 -> at 50 done 200: finishes exactly at 50 (work 200).
+    assert jcts(r) == {"j0": 50, "j1": 50}
+    jobs = [job(0, 0, 200, 2, 1, 4), job(1, 50, 50, 2, 2, 2)]
+    r = simulate(jobs, lattice(4, **cfg), policy="l", capacity=4, restart_cost=10)
+    # A: work 400; 0..50 at 4 -> 200 done. At 50 shrinks to 2 (restart 50..60), rate 2:
+    # B runs 50..100. At 100 A grows to 4 (restart 100..110): done 200 + 2*40 = 280 at 100,
+    # 120 left at rate 4 -> 30 s -> finishes at 140.
+    assert jcts(r) == {"j0": 140, "j1": 50}
+    assert [j.resizes for j in r.jobs] == [2, 0]
+
+
+def test_resize_interval_defers_growth() -> None:
+    jobs = [job(0, 0, 200, 2, 1, 4), job(1, 50, 50, 2, 2, 2)]
+    cfg = {"resize_interval": timedelta(seconds=100)}
+    r = simulate(jobs, lattice(4, **cfg), policy="l", capacity=4, restart_cost=10)
+    # Shrink at 50 is allowed (restart to 60); growth waits until 50 + 100 = 150.
+    # 60..150 at rate 2 -> 200 + 180 = 380 at 150; restart 150..160; 20 left at 4 -> 165.
+    assert jcts(r) == {"j0": 165, "j1": 50}
+
+
+def test_lattice_las_preempts_long_job_for_new_one() -> None:
+    # Rigid 4-unit jobs; band 0 is < 100 unit-seconds. A(0s, 100s), B(10s, 10s).
+    jobs = [job(0, 0, 100, 4, 4, 4), job(1, 10, 10, 4, 4, 4)]
+    config = SchedulerConfig(
+        strategy=Strategy.LEAST_ATTAINED_SERVICE,
+        las_first_band=100.0,
+        starvation_limit=timedelta(hours=1),
+    )
+    r = simulate(
+        jobs, LatticeAllocator(make_nodes(4, 8), config), policy="las", capacity=4, restart_cost=5
+    )
+    # At 10, A has 40 unit-s (band 0), B too: FIFO within the band, B waits. At 25 A passes
+    # 100 unit-s (band 1) -> B preempts it: B 25..35; A resumes at 35 (+5 s restart) with
+    # 25 s of work done: 40..115.
+    assert jcts(r) == {"j0": 115, "j1": 25}
+    assert [j.resizes for j in r.jobs] == [1, 0]
+
+
+def test_lattice_original_gives_max_first_and_pauses_rest() -> None:
+    # A elastic 1..4 (100 s at 2 -> work 200), B rigid 2 at 10 s for 50 s.
+    jobs = [job(0, 0, 100, 2, 1, 4), job(1, 10, 50, 2, 2, 2)]
+    r = simulate(jobs, GreedyAllocator(4), policy="g", capacity=4, restart_cost=0)
+    # A holds 4 from 0 and finishes at 50; B waits (0 free) and runs 50..100.
+    assert jcts(r) == {"j0": 50, "j1": 90}
+
+
+@pytest.mark.parametrize(
+    ("model", "expected"),
+    [(LinearCapped(), 50.0), (LinearCapped(3), 200 / 3), (Amdahl(0.5), 100 * (4 / 3) / 1.6)],
+)
+def test_speedup_models_set_elastic_jct(model: object, expected: float) -> None:
+    # One job, 100 s at 2 units, alone at 4 units: JCT = 100 * s(2) / s(4).
+    jobs = [job(0, 0, 100, 2, 1, 4, model=model)]
+    r = simulate(jobs, lattice(4), policy="l", capacity=4)
+    assert jcts(r)["j0"] == pytest.approx(expected)
+    assert no_queueing(jobs).avg_jct == pytest.approx(expected)
+
+
+def test_allreduce_model_and_fit() -> None:
+    m = AllReduce(app="x", compute=1.0, alpha=0.5, beta=0.5)
+    assert m.speedup(1) == 1.0
+    assert m.speedup(0) == 0.0
+    assert m.speedup(2) == pytest.approx(2 / 2.0)
+    assert m.speedup(4) == pytest.approx(4 / 2.5)
+    rows = [(1, 8, 1.0, 0.0), (2, 8, 2.0, 1.0), (4, 8, 2.5, 1.5), (8, 8, 3.0, 2.0)]
+    fit = fit_allreduce("x", rows)
+    assert (fit.compute, fit.alpha, fit.beta) == pytest.approx((1.0, 0.5, 0.5))
+    assert parse_speedup("allreduce:x", {"x": fit}) is fit
+    assert parse_speedup("amdahl:0.9") == Amdahl(0.9)
+    with pytest.raises(ValueError, match="unknown"):
+        parse_speedup("nope")
+
+
+def test_metrics_and_table() -> None:
+    r = simulate(RIGID, FifoAllocator(4, backfill=True), policy="fifo-backfill", capacity=4)
+    m = measure(r)
+    assert m.avg_jct == pytest.approx(340 / 3)
+    assert (m.p50_jct, m.p99_jct, m.makespan) == (100, 190, 200)
+    # Held: 0-20: 2, 20-70: 4, 70-100: 2, 100-200: 4 -> 700 of 800 unit-s.
+    assert m.utilisation == pytest.approx(700 / 800)
+    # Queued (B waiting) over 10..100: held 2*10 + 4*50 + 2*30 = 280 of 360.
+    assert m.queued_utilisation == pytest.approx(280 / 360)
+    assert m.avg_queue_delay == pytest.approx(30)
+    assert "fifo-backfill" in format_table([m])
+
+
+def test_trace_readers_and_mapping(tmp_path: Path) -> None:
+    philly = tmp_path / "p.csv"
+    philly.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-09-26 22:24:44,10.0,4,40.0,x\n2017-09-26 22:24:39,5.0,1,5.0,x\n"
+    )
+    rows = read_trace(philly)
+    assert [(r.submit, r.units) for r in rows] == [(0.0, 1), (5.0, 4)]
+    generic = tmp_path / "g.csv"
+    generic.write_text(
+        "id,submit,duration,units,priority,min,max,speedup\na,100,10,2,5,1,8,amdahl:0.9\n"
+    )
+    (g,) = read_trace(generic)
+    assert g == TraceJob(
+        id="a",
+        submit=0.0,
+        duration=10.0,
+        units=2,
+        priority=5,
+        min_size=1,
+        max_size=8,
+        speedup="amdahl:0.9",
+    )
+    jobs = map_jobs([*rows, g], MappingOptions(compress=5.0), capacity=6)
+    assert [(j.min_size, j.max_size) for j in jobs] == [(1, 2), (2, 6), (1, 6)]
+    assert jobs[1].submit == 1.0
+    assert jobs[2].model == Amdahl(0.9)
+    assert jobs[2].priority == 5
+    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="columns"):
+        read_trace(tmp_path / "bad.csv")
+
+
+def test_run_policies_and_cli(tmp_path: Path) -> None:
+    trace = tmp_path / "g.csv"
+    trace.write_text("submit,duration,units\n0,100,2\n10,100,4\n20,50,2\n")
+    runs = run_policies(
+        map_jobs(read_trace(trace), MappingOptions(), capacity=4), ["all"], capacity=4
+    )
+    names = [r.metrics.policy for r in runs]
+    assert names[0] == "lattice (StrictFIFO)"
+    assert "no-queueing" in names
+    assert render_png(runs).startswith(b"\x89PNG")
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    out = tmp_path / "o.json"
+    args = p.parse_args(
+        ["--trace", str(trace), "--capacity", "4", "--policy", "fifo-backfill", "--json", str(out)]
+    )
+    assert main(args) == 0
+    doc = json.loads(out.read_text())
+    assert doc["policies"][0]["avg_jct"] == pytest.approx(340 / 3)
+
+
+def test_mix_draws_fitted_applications() -> None:
+    fits = {"a": AllReduce(app="a", compute=1.0, alpha=0.0, beta=0.0)}
+    rows = [TraceJob(id="x", submit=0.0, duration=1.0, units=1)]
+    (j,) = map_jobs(rows, MappingOptions(speedup="mix"), capacity=4, fits=fits)
+    assert j.model is fits["a"]
+    with pytest.raises(ValueError, match="mix"):
+        map_jobs(rows, MappingOptions(speedup="mix"), capacity=4)
