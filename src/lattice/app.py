@@ -88,6 +88,7 @@ RUNTIME_RESOURCES: tuple[Resource, ...] = (
 )
 
 Runnable = Callable[[], Coroutine[Any, Any, None]]
+Obj = dict[str, Any]
 
 
 class Operator:
@@ -220,6 +221,31 @@ class Operator:
         )
         self.add_runnable("scheduler", self.scheduler.run)
         self.add_runnable("events", self._run_recorder)
+        self._watch_runtimes()
+
+    def _watch_runtimes(self) -> None:
+        """A runtime added, changed or deleted re-enqueues the TrainJobs naming it (a job waiting
+        for its runtime starts once it exists: level-triggered) and wakes the scheduler, which
+        skips TrainJobs whose runtime is not ready."""
+        controller = self.controllers.get("TrainJob")
+        jobs = self.jobs.get("TrainJob")
+        if controller is None or jobs is None:
+            return
+
+        def on_runtime(event: str, old: Obj | None, new: Obj | None) -> None:
+            del event
+            obj = new if new is not None else old
+            if obj is None:
+                return
+            name = (obj.get("metadata") or {}).get("name")
+            for key, job in jobs.store.items():
+                ref = (job.get("spec") or {}).get("runtimeRef") or {}
+                if ref.get("name") == name:
+                    controller.enqueue(key)
+            self.scheduler.trigger()
+
+        for informer in self.runtimes:
+            informer.add_handler(on_runtime)
 
     async def _run_recorder(self) -> None:
         self.recorder.start()

@@ -4,7 +4,12 @@ Contract (level-triggered; the key is ``namespace/name``):
 1. Read the job from the informer cache, never from an event. Gone: forget its expectations.
 2. ``plugin.parse``: an :class:`InvalidJob` sets stage ``Wrong`` (reason ``InvalidSpec``, the
    problems in the message) and a ``Failed`` condition ``<Kind>FailedValidation``; the
-   scheduler never sees the job.
+   scheduler never sees the job. A :class:`JobNotReady` (a TrainJob's runtime is missing or
+   unusable) leaves the job unstarted with ``Created=False`` (the exception's reason and
+   message) and one Warning event per change; the scheduler skips it too, and the next
+   reconcile (runtime events re-enqueue the job) starts it once the input resolves. A plugin
+   that ``PinsInputs`` is parsed from its pin ConfigMap once that exists: the pin is created
+   with the job's first pods and kept as observed, so editing the input never changes it.
 3. A finished job (Succeeded or Failed condition) keeps stage ``Completed`` and size 0, has its
    pods cleaned per ``cleanPodPolicy`` (All: every pod; Running: pods still Pending or Running;
    None: none; Services per the kind's ``service_cleanup``), and is deleted
@@ -17,7 +22,9 @@ Contract (level-triggered; the key is ``namespace/name``):
    ``plugin.children(job, size=currentSize)``, refined by ``observed_children`` when the plugin
    has that capability (the MPI launcher gate, the Running-workers script): missing indices are
    created, the highest extra indices deleted, nothing else restarted. ``currentSize`` is the
-   scheduler's decision; this reconciler never picks a size.
+   scheduler's decision; this reconciler never picks a size. A plugin that ``StagesChildren``
+   (TrainJob initializers) has the result staged: staged pods first, the sized ones once they
+   all Succeeded, Succeeded staged pods kept at size 0.
    - ``activeDeadlineSeconds`` counts from ``startTime``, which is set when the job gets pods and
      cleared while it holds none (suspended, waiting or preempted), so the deadline restarts on
      resume as Kubeflow's does.
@@ -41,6 +48,9 @@ Conditions follow Kubeflow: ``Created``, ``Running``, ``Restarting``, ``Succeede
 ``messages`` (``lattice.frameworks.base.Messages``). A job the scheduler stops shows
 ``Suspended=True`` with reason ``Preempted`` (or ``Running=False``/``<Kind>Waiting``, per
 ``preempted_condition``); the user's ``suspend`` gives ``<Kind>Suspended`` and ``Running=False``.
+A plugin that ``RendersStatus`` (TrainJob) stores its own status shape: the reconciler works on
+the Kubeflow reading of it (``read_status``), adds the kind's observed fields
+(``observed_status``, e.g. ``jobsStatus``) and stores ``render_status`` of the result.
 Counted: ``training_operator_jobs_{created,successful,failed,restarted,deleted}_total`` with the
 kind's framework label, and ``mpi_operator_jobs_{created,successful,failed}_total`` for MPIJob.
 """
@@ -48,6 +58,7 @@ kind's framework label, and ``mpi_operator_jobs_{created,successful,failed}_tota
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
@@ -66,6 +77,7 @@ from lattice.controllers.jobstatus import (
     condition_true,
     controller_ref,
     fmt,
+    get_path,
     parse_opt_time,
     put_condition,
     replica_statuses,
@@ -75,9 +87,13 @@ from lattice.controllers.jobstatus import (
 from lattice.frameworks.base import (
     Children,
     InvalidJob,
+    JobNotReady,
     JobPlugin,
     ObservesChildren,
     OperatorContext,
+    PinsInputs,
+    RendersStatus,
+    StagesChildren,
     managed_elsewhere,
     messages_of,
 )
@@ -260,11 +276,23 @@ class JobReconciler:
         now = normalize_time(self._clock.now())
         ctx = self._context.current()
         step = Step(obj, self.plugin, now, ref)
+        pinned: Obj | None = None
+        if isinstance(self.plugin, PinsInputs):
+            pin_name = self.plugin.pinned_name(obj)
+            pinned = self._owned_others(ns, name, uid).get(f"ConfigMap/{pin_name}")
         try:
-            job = self.plugin.parse(obj, ctx)
+            if pinned is not None and isinstance(self.plugin, PinsInputs):
+                job = self.plugin.parse_pinned(obj, pinned, ctx)
+            else:
+                job = self.plugin.parse(obj, ctx)
         except InvalidJob as exc:
             self._mark_wrong(step, exc)
             await self._write(step)
+            return Result()
+        except JobNotReady as exc:
+            if not step.finished:
+                self._mark_not_ready(step, exc)
+                await self._write(step)
             return Result()
 
         if step.finished:
@@ -275,7 +303,7 @@ class JobReconciler:
             kinds = ("pods", "services", *self._others)
             if not all(self._exp.satisfied(self._exp_key(ns, name, k)) for k in kinds):
                 return Result(requeue_after=_EXPECTATION_RECHECK)
-            requeue = await self._active(step, job, ctx)
+            requeue = await self._active(step, job, ctx, pinned)
         await self._write(step)
         return Result(requeue_after=requeue) if requeue is not None else Result()
 
@@ -289,13 +317,22 @@ class JobReconciler:
         ref, obj = step.ref, step.obj
         old = obj.get("status") or {}
         new = old
+        meta = obj.get("metadata") or {}
+        exec_block = step.exec
+        if isinstance(self.plugin, RendersStatus):
+            generation = meta.get("generation")
+            exec_block = self.plugin.render_status(
+                step.exec,
+                stored=get_path(obj, self.plugin.exec_path),
+                generation=generation if isinstance(generation, int) else None,
+                now=step.now,
+            )
         # The shorter path first: Kubeflow kinds keep the scheduler block inside the exec one.
         for path, block in sorted(
-            ((self.plugin.exec_path, step.exec), (self.plugin.scheduling_path, step.sched)),
+            ((self.plugin.exec_path, exec_block), (self.plugin.scheduling_path, step.sched)),
             key=lambda pb: len(pb[0]),
         ):
             new = with_path(new, path, block)
-        meta = obj.get("metadata") or {}
         written = await self._writer.write(
             self._res,
             namespace=ref.namespace,
@@ -313,6 +350,18 @@ class JobReconciler:
                     family(ref.namespace)
         step.events.clear()
         step.counters.clear()
+
+    def _mark_not_ready(self, step: Step, exc: JobNotReady) -> None:
+        """An input is missing (a runtime): the job waits, unstarted, with ``Created=False``
+        (reason and message from ``exc``) and a Warning event when that changes."""
+        before = [c for c in step.exec.get("conditions") or () if c.get("type") == "Created"]
+        step.condition("Created", False, exc.reason, exc.message)
+        after = [c for c in step.exec.get("conditions") or () if c.get("type") == "Created"]
+        changed = [(c.get("status"), c.get("reason"), c.get("message")) for c in before] != [
+            (c.get("status"), c.get("reason"), c.get("message")) for c in after
+        ]
+        if changed:
+            step.events.append(("Warning", exc.reason, exc.message))
 
     def _mark_wrong(self, step: Step, exc: InvalidJob) -> None:
         message = f"invalid {self.kind}: {exc}"
@@ -375,7 +424,9 @@ class JobReconciler:
             return None
         return (expire - step.now).total_seconds()
 
-    async def _active(self, step: Step, job: Any, ctx: OperatorContext) -> float | None:
+    async def _active(
+        self, step: Step, job: Any, ctx: OperatorContext, pinned: Obj | None = None
+    ) -> float | None:
         ref, words = step.ref, self._words
         ns, name, uid = ref.namespace, ref.name, ref.uid
         kind, now = self.kind, step.now
@@ -420,6 +471,10 @@ class JobReconciler:
         # Past its deadline or backoffLimit the job is stopped whatever cleanPodPolicy says
         # (training-operator deletes every pod and Service of such a job), once that is written.
         stop = failed is not None and progress.failed is None
+        if isinstance(self.plugin, RendersStatus):
+            step.exec.update(
+                self.plugin.observed_status(job, size=size, pods=live, suspended=demand.suspended)
+            )
         if failed is not None or progress.succeeded:
             never = words.never_running(ns, name)
             if never is not None and not any(
@@ -464,6 +519,15 @@ class JobReconciler:
         children = self.plugin.children(job, size=size, ctx=ctx)
         if isinstance(self.plugin, ObservesChildren):
             children = self.plugin.observed_children(job, children, pods=live, others=others)
+        if isinstance(self.plugin, StagesChildren):
+            children = self.plugin.staged_children(job, children, size=size, pods=live, ctx=ctx)
+        if isinstance(self.plugin, PinsInputs):
+            # The pin is kept as observed once it exists; it is created when the job gets pods.
+            pin = pinned
+            if pin is None and size > 0:
+                pin = self.plugin.pin(step.obj, ctx)
+            if pin is not None:
+                children = dataclasses.replace(children, config_maps=(*children.config_maps, pin))
         existing = {
             p.name: Existing(p.name, True, p.deletion_timestamp is not None, p.replica_index or 0)
             for p in pods

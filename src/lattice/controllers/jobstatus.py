@@ -16,7 +16,7 @@ from typing import Any
 from lattice.api.base import format_time, parse_time
 from lattice.api.common import ConditionStatus, JobCondition
 from lattice.api.conditions import set_condition
-from lattice.frameworks.base import JobPlugin, PodView, Progress
+from lattice.frameworks.base import JobPlugin, PodView, Progress, RendersStatus
 from lattice.frameworks.pods import is_disrupted
 from lattice.runtime.events import ObjectRef
 
@@ -132,6 +132,9 @@ class Step:
         self.obj = obj
         self.sched = get_path(obj, plugin.scheduling_path)
         self.exec = get_path(obj, plugin.exec_path)
+        if isinstance(plugin, RendersStatus):
+            # The kind stores its own status shape: work on its Kubeflow reading.
+            self.exec = plugin.read_status(self.exec)
         if plugin.exec_path == plugin.scheduling_path:
             raise ValueError("exec_path and scheduling_path must differ")
         self.events: list[tuple[str, str, str]] = []

@@ -28,6 +28,16 @@ Optional capabilities (looked up with ``isinstance``; a plugin without them gets
   hostfile script. ``children`` itself stays a function of (job, size).
 - ``messages`` (a :class:`Messages`): the kind's wording of conditions and events. The default is
   TrainingJob's; Kubeflow kinds override what upstream words differently.
+- :class:`StagesChildren` (``staged_children``): children that must finish before the sized ones
+  exist (TrainJob initializers), and finished ones kept at every size.
+- :class:`PinsInputs`: the job reads another object (a TrainJob's runtime); what it read when it
+  started is pinned in an owned ConfigMap and parsed from there ever after.
+- :class:`RendersStatus`: the kind's status is not Kubeflow's ``JobStatus``; the reconciler keeps
+  its Kubeflow working block and the plugin translates it from and to the stored status.
+
+``parse`` may also raise :class:`JobNotReady` (an input the job needs does not exist yet): the
+job then waits, unstarted, with a condition saying why, and the scheduler skips it; it is never
+failed for it (level-triggered: the next parse may succeed).
 
 Pods are read through :class:`PodView`, a structural protocol that the informer cache's slim
 ``PodInfo`` satisfies, so this layer never imports the runtime.
@@ -50,15 +60,19 @@ __all__ = [
     "ContainerView",
     "Demand",
     "InvalidJob",
+    "JobNotReady",
     "JobPlugin",
     "Messages",
     "ObservesChildren",
     "OperatorContext",
+    "PinsInputs",
     "PodView",
     "Problem",
     "Progress",
+    "RendersStatus",
     "ReplicaCounts",
     "RunPolicyView",
+    "StagesChildren",
     "managed_elsewhere",
     "messages_of",
 ]
@@ -126,6 +140,16 @@ class InvalidJob(Exception):
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems = tuple(problems)
         super().__init__("; ".join(str(p) for p in self.problems))
+
+
+class JobNotReady(Exception):
+    """Raised by ``parse`` when an input of the job is missing or unusable for now (a runtime):
+    the job waits with condition reason ``reason`` and ``message``; it is never failed for it."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        self.message = message
+        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -321,6 +345,81 @@ class ObservesChildren(Protocol):
         Whatever it drops that already exists is deleted by the reconciler, so a gate must keep
         an object once it exists.
         """
+        ...
+
+
+@runtime_checkable
+class StagesChildren(Protocol):
+    """Optional plugin capability: children that run to completion before the sized ones."""
+
+    def staged_children(
+        self,
+        job: Any,
+        desired: Children,
+        *,
+        size: int,
+        pods: Sequence[PodView],
+        ctx: OperatorContext,
+    ) -> Children:
+        """``desired`` (``children(job, size)``) with the staged pods first: at ``size`` > 0 the
+        staged pods, and the sized pods only once every staged pod Succeeded; at 0 the staged pods
+        that already Succeeded (kept, never created). ``pods`` are the observed, undeleted ones."""
+        ...
+
+
+@runtime_checkable
+class PinsInputs(Protocol):
+    """Optional plugin capability: pin the inputs ``parse`` read (a runtime) when the job starts.
+
+    The reconciler creates the ``pin`` ConfigMap (owned by the job) before the job's first pods,
+    keeps it while the job lives, and parses with ``parse_pinned`` whenever it exists, so editing
+    or deleting the input never changes a started job.
+    """
+
+    def pinned_name(self, obj: Mapping[str, Any]) -> str:
+        """The name of the job's pin ConfigMap."""
+        ...
+
+    def pin(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Obj | None:
+        """The pin ConfigMap recording what ``parse(obj, ctx)`` read (None: nothing to pin)."""
+        ...
+
+    def parse_pinned(
+        self, obj: Mapping[str, Any], pinned: Mapping[str, Any], ctx: OperatorContext
+    ) -> Any:
+        """``parse`` over the pinned inputs (``pinned`` is the observed ConfigMap)."""
+        ...
+
+
+@runtime_checkable
+class RendersStatus(Protocol):
+    """Optional plugin capability: the kind stores its own status shape at ``exec_path``.
+
+    The reconciler works on a Kubeflow-style block (conditions ``Created``, ``Running``,
+    ``Succeeded``, ``Failed``, ``Suspended``...); ``read_status`` derives that block from the
+    stored status, ``render_status`` turns it back into the stored shape, and
+    ``observed_status`` adds the kind's own observed fields (e.g. ``jobsStatus``).
+    """
+
+    def read_status(self, stored: Mapping[str, Any]) -> Obj:
+        """The Kubeflow working block for the stored status block."""
+        ...
+
+    def observed_status(
+        self, job: Any, *, size: int, pods: Sequence[PodView], suspended: bool
+    ) -> Obj:
+        """Fields of the kind's status computed from the observed pods."""
+        ...
+
+    def render_status(
+        self,
+        block: Mapping[str, Any],
+        *,
+        stored: Mapping[str, Any],
+        generation: int | None,
+        now: datetime,
+    ) -> Obj:
+        """The status block to store for the working ``block`` (``stored``: the current one)."""
         ...
 
 

@@ -14,10 +14,16 @@ from lattice.frameworks.base import JobPlugin
 from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
+from lattice.frameworks.trainjob import TrainJobPlugin
 
 __all__ = ["PLUGINS", "plugin_for"]
 
-PLUGINS: tuple[JobPlugin[Any], ...] = (TrainingJobPlugin(), MPIJobPlugin(), MXJobPlugin())
+PLUGINS: tuple[JobPlugin[Any], ...] = (
+    TrainingJobPlugin(),
+    MPIJobPlugin(),
+    MXJobPlugin(),
+    TrainJobPlugin(),
+)
 
 _BY_KIND: Mapping[str, JobPlugin[Any]] = {p.resource.kind: p for p in PLUGINS}
 

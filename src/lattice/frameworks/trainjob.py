@@ -49,16 +49,41 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
   targeted jobs, a job done when every pod index Succeeded; default All over the non-initializer
   jobs). ``running``: every desired non-initializer pod is Running or Succeeded.
   ``jobs_status`` computes ``status.jobsStatus`` as JobSet counts its Jobs.
+
+Capabilities used by the generic reconciler (``lattice.frameworks.base``):
+
+- ``StagesChildren``: at size > 0 the initializer pods first, the trainer pods only once every
+  initializer Succeeded; at size 0 (waiting, suspended, preempted) the Succeeded initializer pods
+  are kept, never recreated.
+- ``PinsInputs``: the runtime in effect is pinned, when the job first gets pods, in the owned
+  ConfigMap ``<tj>-runtime`` (``runtime.json``: the runtime object; ``hash``: ``runtime_hash``;
+  also the annotation ``trainer.kubeflow.org/runtime-hash`` on the ConfigMap). From then on the
+  job resolves over that snapshot (``resolve_with``): editing or deleting the runtime never
+  changes a started job. (A ConfigMap, not an annotation on the TrainJob: the operator has no
+  write access to TrainJob objects, only to their status, whose schema prunes unknown fields.)
+- ``RendersStatus``: the stored status is Trainer's: metav1 conditions ``Suspended`` (reasons
+  ``Suspended``, ``Resumed``, and ``Preempted`` when the scheduler took the pods back),
+  ``Complete`` (reason ``AllJobsCompleted``, JobSet's) and ``Failed``, each with
+  ``observedGeneration``; ``jobsStatus``; and, while the runtime is missing or unusable,
+  ``Created=False`` with the ``RuntimeNotReady`` reason (e.g. ``ClusterTrainingRuntimeNotFound``)
+  and message, removed once it resolves. Kubeflow's ``Created``/``Running``/``Restarting`` are
+  never stored; the reconciler's working ``Created`` and ``Running`` are derived from
+  ``jobsStatus`` (``Running``: some Job active or ready).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from lattice.api.common import ConditionStatus
+from lattice.api.conditions import set_status_condition
 from lattice.api.constants import (
     LABEL_JOB_NAME,
     LABEL_OPERATOR_NAME,
@@ -67,11 +92,13 @@ from lattice.api.constants import (
     TRAINJOB,
     Resource,
 )
+from lattice.api.trainjob import Condition
 from lattice.frameworks.base import (
     MANAGED_LABEL,
     OUR_MANAGERS,
     Children,
     Demand,
+    Messages,
     OperatorContext,
     PodView,
     Progress,
@@ -103,16 +130,22 @@ from lattice.frameworks.trainjob_runtime import (
     ResolvedJob,
     main_container,
     resolve,
+    resolve_with,
+    runtime_hash,
+    runtime_key,
     upsert,
 )
 
 __all__ = [
+    "ANNOTATION_RUNTIME_HASH",
     "LABEL_COMPLETION_INDEX",
     "LABEL_JOBSET_NAME",
     "LABEL_REPLICATED_JOB",
     "MASTER_PORT",
     "OPERATOR_NAME",
+    "REASON_COMPLETED",
     "REASON_FAILED_JOBS",
+    "TrainJobMessages",
     "TrainJobPlugin",
     "hostfile",
     "initializers_succeeded",
@@ -132,6 +165,11 @@ _JOBSET = "jobset.sigs.k8s.io/"
 #: JobSet's reason (and message prefix) for a failed Job, which upstream copies to the TrainJob.
 REASON_FAILED_JOBS = "FailedJobs"
 _FAILED_MESSAGE = "jobset failed due to one or more job failures"
+#: JobSet's reason for a completed JobSet, which upstream copies to the TrainJob's Complete.
+REASON_COMPLETED = "AllJobsCompleted"
+#: The runtime fingerprint on the pin ConfigMap ``<tj>-runtime``.
+ANNOTATION_RUNTIME_HASH = "trainer.kubeflow.org/runtime-hash"
+_PIN_KEY = "runtime.json"
 _INDEX_REF = {"fieldRef": {"fieldPath": f"metadata.annotations['{LABEL_COMPLETION_INDEX}']"}}
 _MPI_DIR = "/etc/mpi"
 _SSH_VOLUME, _HOSTFILE_VOLUME = "mpi-ssh-auth", "mpi-hostfile"
@@ -199,8 +237,30 @@ def initializers_succeeded(job: ResolvedJob, pods: Sequence[PodView]) -> bool:
     return all(s.name in done for s in _slots(job, 0, initializers=True))
 
 
+class TrainJobMessages(Messages):
+    """Trainer's wording (``TrainJob is suspended``...) and JobSet's completion message."""
+
+    def succeeded(self, ns: str, name: str) -> str:
+        del ns, name
+        return "jobset completed successfully"
+
+    def suspended(self, ns: str, name: str) -> str:
+        del ns, name
+        return "TrainJob is suspended"
+
+    def resumed(self, ns: str, name: str) -> str:
+        del ns, name
+        return "TrainJob is resumed"
+
+
+#: Working (Kubeflow) Suspended reasons and the stored (Trainer) ones.
+_SUSPENDED_REASONS = {"TrainJobSuspended": "Suspended", "TrainJobResumed": "Resumed"}
+
+
 class TrainJobPlugin:
     """``JobPlugin[ResolvedJob]``: stateless; see the module docstring for every rule."""
+
+    messages = TrainJobMessages("TrainJob")
 
     @property
     def resource(self) -> Resource:
@@ -278,7 +338,7 @@ class TrainJobPlugin:
             services = (service,)
         if job.mpi is None:
             return Children(pods=pods, services=services)
-        config = {
+        config: Obj = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": _meta(f"{job.name}-mpi-hostfile", job, labels, owner),
@@ -339,6 +399,138 @@ class TrainJobPlugin:
             restarting=bool(recreate),
             recreate=tuple(recreate),
         )
+
+    # ----------------------------------------------------------------------- capabilities
+
+    def staged_children(
+        self,
+        job: ResolvedJob,
+        desired: Children,
+        *,
+        size: int,
+        pods: Sequence[PodView],
+        ctx: OperatorContext,
+    ) -> Children:
+        init = self.initializer_children(job, ctx=ctx).pods
+        if size <= 0:
+            done = {p.name for p in pods if p.deletion_timestamp is None and p.phase == "Succeeded"}
+            kept = tuple(p for p in init if p["metadata"]["name"] in done)
+            return dataclasses.replace(desired, pods=(*kept, *desired.pods))
+        if initializers_succeeded(job, pods):
+            return dataclasses.replace(desired, pods=(*init, *desired.pods))
+        return dataclasses.replace(desired, pods=init)
+
+    def pinned_name(self, obj: Mapping[str, Any]) -> str:
+        return f"{(obj.get('metadata') or {}).get('name', '')}-runtime"
+
+    def pin(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Obj | None:
+        job = resolve(obj, ctx)
+        ref, ns = job.trainjob.spec.runtime_ref, job.namespace
+        raw = ctx.runtimes.get(runtime_key(kind=ref.kind, namespace=ns, name=ref.name))
+        if raw is None:
+            return None
+        meta = raw.get("metadata") or {}
+        kept = {k: meta[k] for k in ("name", "namespace", "generation") if k in meta}
+        runtime = {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind")}
+        runtime.update(metadata=kept, spec=raw.get("spec"))
+        digest = runtime_hash(runtime)
+        labels = {LABEL_JOBSET_NAME: job.name, MANAGED_LABEL: "true"}
+        config: Obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": _meta(self.pinned_name(obj), job, labels, _owner(job)),
+            "data": {_PIN_KEY: json.dumps(runtime, sort_keys=True), "hash": digest},
+        }
+        config["metadata"]["annotations"] = {ANNOTATION_RUNTIME_HASH: digest}
+        return config
+
+    def parse_pinned(
+        self, obj: Mapping[str, Any], pinned: Mapping[str, Any], ctx: OperatorContext
+    ) -> ResolvedJob:
+        text = (pinned.get("data") or {}).get(_PIN_KEY)
+        try:
+            runtime = json.loads(text) if isinstance(text, str) else None
+        except ValueError:
+            runtime = None
+        if not isinstance(runtime, dict):
+            return resolve(obj, ctx)  # an unreadable pin: the live runtime, as before pinning
+        return resolve_with(obj, runtime, ctx=ctx)
+
+    def read_status(self, stored: Mapping[str, Any]) -> Obj:
+        back = {v: k for k, v in _SUSPENDED_REASONS.items()}
+        conditions: list[Obj] = []
+        for raw in stored.get("conditions") or ():
+            if not isinstance(raw, Mapping):
+                continue
+            type_, reason = raw.get("type"), raw.get("reason")
+            if type_ == "Complete":
+                type_ = "Succeeded"
+            elif type_ == "Suspended":
+                reason = back.get(str(reason), reason)
+            when = raw.get("lastTransitionTime")
+            entry = {"type": type_, "status": raw.get("status"), "reason": reason}
+            entry.update(message=raw.get("message"), lastUpdateTime=when, lastTransitionTime=when)
+            conditions.append({k: v for k, v in entry.items() if v is not None})
+        jobs = [j for j in stored.get("jobsStatus") or () if isinstance(j, Mapping)]
+        if jobs and not any(c.get("type") == "Created" for c in conditions):
+            conditions.append({"type": "Created", "status": "True", "reason": "TrainJobCreated"})
+        if any(int(j.get("active") or 0) + int(j.get("ready") or 0) > 0 for j in jobs):
+            conditions.append({"type": "Running", "status": "True", "reason": "TrainJobRunning"})
+        return {"conditions": conditions, "jobsStatus": [dict(j) for j in jobs]}
+
+    def observed_status(
+        self, job: ResolvedJob, *, size: int, pods: Sequence[PodView], suspended: bool
+    ) -> Obj:
+        return {"jobsStatus": jobs_status(job, pods, size=size, suspended=suspended)}
+
+    def render_status(
+        self,
+        block: Mapping[str, Any],
+        *,
+        stored: Mapping[str, Any],
+        generation: int | None,
+        now: datetime,
+    ) -> Obj:
+        conditions: list[Condition] = []
+        for raw in stored.get("conditions") or ():
+            try:
+                conditions.append(Condition.model_validate(raw))
+            except ValueError:
+                continue
+        working = {
+            c.get("type"): c for c in block.get("conditions") or () if isinstance(c, Mapping)
+        }
+        if not any(
+            c.get("type") == "Created" and c.get("status") == "False" for c in working.values()
+        ):
+            conditions = [c for c in conditions if c.type != "Created"]
+        for kind, c in working.items():
+            status, reason = str(c.get("status")), str(c.get("reason") or "")
+            if kind in ("Running", "Restarting") or (kind == "Created" and status == "True"):
+                continue
+            stored_type = str(kind)
+            if kind == "Succeeded":
+                stored_type, reason = "Complete", REASON_COMPLETED
+            elif kind == "Suspended":
+                reason = _SUSPENDED_REASONS.get(reason, reason)
+            conditions = set_status_condition(
+                conditions,
+                type=stored_type,
+                status=ConditionStatus(status),
+                reason=reason,
+                message=str(c.get("message") or ""),
+                now=now,
+                observed_generation=generation,
+            )
+        out: Obj = {
+            "conditions": [
+                c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in conditions
+            ]
+        }
+        jobs = block.get("jobsStatus")
+        if jobs:
+            out["jobsStatus"] = [dict(j) for j in jobs]
+        return out
 
 
 def _failure(slot: _Slot, pod: PodView) -> str:

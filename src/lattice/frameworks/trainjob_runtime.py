@@ -56,7 +56,7 @@ from lattice.api.runtime import (
     TrainingRuntimeSpec,
 )
 from lattice.api.trainjob import PodSpecOverride, RuntimeKind, TrainJob
-from lattice.frameworks.base import InvalidJob, OperatorContext, Problem
+from lattice.frameworks.base import InvalidJob, JobNotReady, OperatorContext, Problem
 from lattice.frameworks.pods import (
     priority_problems,
     quantity_units,
@@ -116,13 +116,8 @@ _NPROC_WORDS = ("auto", "cpu", "gpu")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
-class RuntimeNotReady(Exception):
+class RuntimeNotReady(JobNotReady):
     """The referenced runtime is missing or unusable: the TrainJob waits (never fails) for it."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        self.reason = reason
-        self.message = message
-        super().__init__(message)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

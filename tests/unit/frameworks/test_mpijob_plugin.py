@@ -101,7 +101,7 @@ def test_resource_status_paths_and_registry_order() -> None:
     assert PLUGIN.scheduling_path == ("status", "lattice")
     assert PLUGIN.exec_path == ("status",)
     assert PLUGIN.preempted_condition == "Suspended"
-    assert [p.resource.kind for p in PLUGINS] == ["TrainingJob", "MPIJob", "MXJob"]
+    assert [p.resource.kind for p in PLUGINS] == ["TrainingJob", "MPIJob", "MXJob", "TrainJob"]
     assert isinstance(plugin_for("MPIJob"), MPIJobPlugin)
 
 

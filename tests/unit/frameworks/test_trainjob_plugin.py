@@ -1520,3 +1520,86 @@ def test_jobs_status(
 
 def test_pod_name_is_jobset_naming() -> None:
     assert pod_name(parse(tj()), "node", 0, 3) == "tj-node-0-3"
+
+
+# --- reconciler capabilities: staging, the runtime pin, Trainer's status -----------------------
+
+
+def test_capabilities_are_declared() -> None:
+    from lattice.frameworks.base import PinsInputs, RendersStatus, StagesChildren
+
+    assert isinstance(PLUGIN, StagesChildren)
+    assert isinstance(PLUGIN, PinsInputs)
+    assert isinstance(PLUGIN, RendersStatus)
+
+
+def test_pin_round_trips_and_survives_runtime_edits() -> None:
+    obj = tj(trainer={"numNodes": 2})
+    pin = PLUGIN.pin(obj, NODE)
+    assert pin is not None
+    assert pin["metadata"]["name"] == PLUGIN.pinned_name(obj) == "tj-runtime"
+    assert pin["metadata"]["ownerReferences"][0]["uid"] == "uid-tj"
+    assert (
+        pin["metadata"]["annotations"]["trainer.kubeflow.org/runtime-hash"] == pin["data"]["hash"]
+    )
+    edited = ctx(runtime("torch-distributed", ml={"torch": {}, "numNodes": 7}), MPI_RT)
+    assert PLUGIN.parse(obj, edited).max_nodes == 2
+    pinned = PLUGIN.parse_pinned(obj, pin, OperatorContext())  # the runtime is gone: still runs
+    assert pinned.runtime_hash == parse(obj).runtime_hash
+    assert pinned.max_nodes == 2
+
+
+def test_status_reads_and_renders_trainer_conditions() -> None:
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    block = {
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "TrainJobCreated"},
+            {"type": "Running", "status": "True", "reason": "TrainJobRunning"},
+            {"type": "Suspended", "status": "False", "reason": "TrainJobResumed", "message": "m"},
+            {"type": "Succeeded", "status": "True", "reason": "TrainJobSucceeded", "message": "ok"},
+        ],
+        "jobsStatus": [{"name": "node", "active": 1, "ready": 0}],
+        "replicaStatuses": {},
+    }
+    stored = {"conditions": [{"type": "Created", "status": "False", "reason": "X", "message": "y"}]}
+    out = PLUGIN.render_status(block, stored=stored, generation=3, now=now)
+    assert [(c["type"], c["status"], c["reason"]) for c in out["conditions"]] == [
+        ("Suspended", "False", "Resumed"),
+        ("Complete", "True", "AllJobsCompleted"),
+    ]
+    assert all(c["observedGeneration"] == 3 for c in out["conditions"])
+    assert set(out) == {"conditions", "jobsStatus"}
+    back = PLUGIN.read_status(out)
+    types = {c["type"]: c for c in back["conditions"]}
+    assert types["Succeeded"]["status"] == "True"
+    assert types["Suspended"]["reason"] == "TrainJobResumed"
+    assert types["Created"]["status"] == "True"
+    assert types["Running"]["status"] == "True", "derived from an active Job"
+
+
+def test_staged_children_keep_only_succeeded_initializers_at_size_zero() -> None:
+    from lattice.frameworks.base import Children
+
+    rt = runtime(
+        "init",
+        jobs=[rjob("dataset-initializer", "dataset-initializer"), rjob("node", "trainer")],
+    )
+    job = parse(tj("init", trainer={"numNodes": 1}), ctx(rt))
+
+    class Pod:
+        def __init__(self, name: str, phase: str) -> None:
+            self.name, self.phase, self.deletion_timestamp = name, phase, None
+
+    init = "tj-dataset-initializer-0-0"
+    none = PLUGIN.staged_children(job, Children(), size=0, pods=[], ctx=NODE)
+    assert none.pods == ()
+    kept = PLUGIN.staged_children(job, Children(), size=0, pods=[Pod(init, "Succeeded")], ctx=NODE)
+    assert [p["metadata"]["name"] for p in kept.pods] == [init]
+    desired = PLUGIN.children(job, size=1, ctx=NODE)
+    first = PLUGIN.staged_children(job, desired, size=1, pods=[Pod(init, "Running")], ctx=NODE)
+    assert [p["metadata"]["name"] for p in first.pods] == [init]
+    assert first.services == desired.services
+    then = PLUGIN.staged_children(job, desired, size=1, pods=[Pod(init, "Succeeded")], ctx=NODE)
+    assert [p["metadata"]["name"] for p in then.pods] == [init, "tj-node-0-0"]

@@ -15,11 +15,12 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   when a foreign pod bound to it requests an extended resource (a resource name containing
   ``/``, e.g. ``nvidia.com/gpu``); pods requesting only cpu/memory (DaemonSets) never take a node.
 - :func:`job_view`: parse through the plugin (``InvalidJob`` -> :class:`Invalid`, which the loop
-  skips: the kind reconciler marks the job Wrong); the scheduler state is read at
-  ``plugin.scheduling_path`` (missing fields take the ``JobView`` defaults). ``finished``: stage
-  Completed, Wrong or Cancelled, a True ``Succeeded``/``Failed``/``Complete`` condition in the
-  ``conditions`` list at ``plugin.exec_path``, or a deletion in progress (a job being deleted
-  holds nothing). ``pending_since`` (read only while stage is Running): the earliest
+  skips: the kind reconciler marks the job Wrong; ``JobNotReady``, e.g. a TrainJob whose runtime
+  does not exist yet, is skipped likewise while the reconciler shows it waiting); the scheduler
+  state is read at ``plugin.scheduling_path`` (missing fields take the ``JobView`` defaults).
+  ``finished``: stage Completed, Wrong or Cancelled, a True ``Succeeded``/``Failed``/``Complete``
+  condition in the ``conditions`` list at ``plugin.exec_path``, or a deletion in progress (a job
+  being deleted holds nothing). ``pending_since`` (read only while stage is Running): the earliest
   ``unschedulable_since`` (else creation time) of the job's non-terminal, non-deleting pods in
   phase Pending. Demand (priority, sizes, units, suspended) comes from ``plugin.demand``.
 - :func:`status_fields` is the inverse: the complete scheduler block (camelCase wire names of
@@ -43,7 +44,7 @@ from typing import Any
 
 from lattice.api.base import format_time as _format_time
 from lattice.api.base import parse_time as _parse_time
-from lattice.frameworks.base import InvalidJob, JobPlugin, OperatorContext
+from lattice.frameworks.base import InvalidJob, JobNotReady, JobPlugin, OperatorContext
 from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
 from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
 
@@ -237,7 +238,7 @@ def job_view(
     key = job_key(kind=kind, namespace=namespace, name=name)
     try:
         demand = plugin.demand(plugin.parse(obj, ctx), ctx)
-    except InvalidJob as exc:
+    except (InvalidJob, JobNotReady) as exc:  # not ready (a missing runtime): skipped likewise
         return Invalid(key=key, message=str(exc))
     state = get_path(obj, plugin.scheduling_path)
     stage = state.get("stage")
