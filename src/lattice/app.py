@@ -218,6 +218,7 @@ class Operator:
             nodes=self.nodes,
             context=self.context,
             config=scheduler_config(settings),
+            pins=self.children["ConfigMap"][1],
         )
         self.add_runnable("scheduler", self.scheduler.run)
         self.add_runnable("events", self._run_recorder)

@@ -587,3 +587,32 @@ def test_last_exec_time_only_moves_when_size_leaves_zero() -> None:
     assert fields["lastExecTime"] == ts(-100)
     fields = status_fields(_decision(size=0), view=view, previous=status, now=at(10))
     assert fields["lastExecTime"] == ts(-100)
+
+
+class PinningPlugin(FakePlugin):
+    """A ``PinsInputs`` plugin: the pin ConfigMap's ``data.min``/``data.max`` replace the spec's."""
+
+    def pinned_name(self, obj: Mapping[str, Any]) -> str:
+        return f"{obj['metadata']['name']}-pin"
+
+    def pin(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Obj | None:
+        return None
+
+    def parse_pinned(
+        self, obj: Mapping[str, Any], pinned: Mapping[str, Any], ctx: OperatorContext
+    ) -> Mapping[str, Any]:
+        spec = dict(self.parse(obj, ctx))
+        spec.update({k: int(v) for k, v in (pinned.get("data") or {}).items()})
+        return spec
+
+
+def test_a_pinned_job_is_sized_from_its_pin_not_from_the_live_inputs() -> None:
+    plugin = PinningPlugin()
+    obj = job_obj("a", min=4, max=8)
+    pin = {"metadata": {"name": "a-pin"}, "data": {"min": "2", "max": "2"}}
+    live = job_view("FakeJob", plugin, obj, [], GPU)
+    pinned = job_view("FakeJob", plugin, obj, [], GPU, pinned=pin)
+    assert isinstance(live, JobView)
+    assert isinstance(pinned, JobView)
+    assert (live.min_size, live.max_size) == (4, 8)
+    assert (pinned.min_size, pinned.max_size) == (2, 2)

@@ -47,7 +47,7 @@ from typing import Any
 import structlog
 
 from lattice.clock import Clock
-from lattice.frameworks.base import JobPlugin, OperatorContext, managed_elsewhere
+from lattice.frameworks.base import JobPlugin, OperatorContext, PinsInputs, managed_elsewhere
 from lattice.kube import ApiError, Conflict, KubeClient, NotFound, Resource
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.informer import Informer
@@ -139,6 +139,7 @@ class SchedulerLoop:
         accounting_flush: float = 60.0,
         retry_delay: float = 1.0,
         resync_period: float | None = 300.0,
+        pins: Informer[Obj] | None = None,
     ) -> None:
         missing = [kind for kind in plugins if kind not in jobs]
         if missing:
@@ -147,6 +148,8 @@ class SchedulerLoop:
             raise ValueError("concurrency must be at least 1")
         self._client = client
         self._clock = clock
+        #: Our ConfigMaps, where ``PinsInputs`` plugins keep the inputs a started job runs with.
+        self._pins = pins
         self._metrics = metrics
         self._recorder = recorder
         self._plugins = dict(plugins)
@@ -310,7 +313,9 @@ class SchedulerLoop:
                 if managed_elsewhere(obj):
                     continue  # another controller (e.g. MultiKueue) owns this job
                 owned = pods.by_index(OWNER_INDEX, owner_key(kind, namespace, name))
-                view = job_view(kind, plugin, obj, owned, ctx)
+                view = job_view(
+                    kind, plugin, obj, owned, ctx, pinned=self._pinned(plugin, obj, namespace)
+                )
                 previous = get_path(obj, plugin.scheduling_path)
                 if isinstance(view, Invalid):
                     invalid += 1
@@ -323,6 +328,19 @@ class SchedulerLoop:
         for key in [k for k in self._written if k not in entries]:
             del self._written[key]
         return entries, invalid
+
+    def _pinned(
+        self, plugin: JobPlugin[Any], obj: Mapping[str, Any], namespace: str
+    ) -> Mapping[str, Any] | None:
+        if self._pins is None or not isinstance(plugin, PinsInputs):
+            return None
+        pin = self._pins.store.get(f"{namespace}/{plugin.pinned_name(obj)}")
+        if pin is None:
+            return None
+        uid = (obj.get("metadata") or {}).get("uid")
+        refs = (pin.get("metadata") or {}).get("ownerReferences") or ()
+        owned = any(r.get("controller") and r.get("uid") == uid for r in refs)
+        return pin if owned else None
 
     def _needs_write(self, plan: Plan, entry: _Entry) -> bool:
         decision = plan[entry.view.key]

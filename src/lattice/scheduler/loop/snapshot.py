@@ -44,7 +44,13 @@ from typing import Any
 
 from lattice.api.base import format_time as _format_time
 from lattice.api.base import parse_time as _parse_time
-from lattice.frameworks.base import InvalidJob, JobNotReady, JobPlugin, OperatorContext
+from lattice.frameworks.base import (
+    InvalidJob,
+    JobNotReady,
+    JobPlugin,
+    OperatorContext,
+    PinsInputs,
+)
 from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
 from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
 
@@ -230,14 +236,24 @@ def job_view(
     obj: Mapping[str, Any],
     pods: Iterable[PodInfo],
     ctx: OperatorContext,
+    *,
+    pinned: Mapping[str, Any] | None = None,
 ) -> JobView | Invalid:
-    """The core's view of one cached job object, or :class:`Invalid`."""
+    """The core's view of one cached job object, or :class:`Invalid`.
+
+    ``pinned`` is the job's pin ConfigMap (``PinsInputs``): a started job is sized from the
+    inputs it started with, as the reconciler runs it, not from a runtime edited since.
+    """
     meta = obj.get("metadata") or {}
     namespace = str(meta.get("namespace") or "")
     name = str(meta.get("name") or "")
     key = job_key(kind=kind, namespace=namespace, name=name)
     try:
-        demand = plugin.demand(plugin.parse(obj, ctx), ctx)
+        if pinned is not None and isinstance(plugin, PinsInputs):
+            parsed = plugin.parse_pinned(obj, pinned, ctx)
+        else:
+            parsed = plugin.parse(obj, ctx)
+        demand = plugin.demand(parsed, ctx)
     except (InvalidJob, JobNotReady) as exc:  # not ready (a missing runtime): skipped likewise
         return Invalid(key=key, message=str(exc))
     state = get_path(obj, plugin.scheduling_path)
