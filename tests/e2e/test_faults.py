@@ -359,10 +359,6 @@ def _metric_summary(op: OperatorProcess) -> dict[str, dict[str, float]]:
     return out
 
 
-@pytest.mark.skip(
-    reason="issue 9, open: under injected faults on a loaded machine one job stayed Running with "
-    "currentSize 1 and no pod (px-0011); passes unloaded; not yet reproduced and traced"
-)
 def test_fault_proxy_converges(
     crds_installed: Cluster, namespace: str, pool: Pool, operator: Any, tmp_path: Path
 ) -> None:

@@ -11,8 +11,9 @@ Faults (``Faults``, mutable while the proxy runs; each rate is a probability per
 - ``error_429`` / ``error_500``: answer any non-watch request with a Kubernetes ``Status`` 429
   (with ``Retry-After: 1``) or 500 instead of forwarding it;
 - ``conflict_409``: answer writes (POST/PUT/PATCH/DELETE) with a 409 Conflict;
-- ``drop_watch``: forward a watch, then cut the connection after ``drop_watch_after`` seconds
-  (or after the first chunk if that is 0), as a dying apiserver or load balancer would;
+- ``drop_watch``: forward a watch, then cut the connection ``drop_watch_after`` seconds after it
+  opened, whether or not data is flowing (or after the first chunk if that is 0), as a dying
+  apiserver or load balancer would;
 - ``slow``: delay a request by ``slow_seconds`` before forwarding it.
 
 A fixed ``random.Random(seed)`` decides, so a run is reproducible given the request order.
@@ -206,9 +207,28 @@ class FaultProxy:
             await resp.prepare(request)
             loop = asyncio.get_running_loop()
             cut_at = loop.time() + f.drop_watch_after if drop else None
-            async for chunk in upstream.content.iter_any():
+            while True:
+                if cut_at is None or f.drop_watch_after <= 0:
+                    chunk = await upstream.content.readany()
+                else:
+                    # Cut on a timer, not on the next chunk: a quiet watch is dropped too, as a
+                    # load balancer's idle timeout would (a chunk-driven cut never hit a watch
+                    # that had gone quiet, so a fast run saw no drop at all).
+                    try:
+                        chunk = await asyncio.wait_for(
+                            upstream.content.readany(), max(0.0, cut_at - loop.time())
+                        )
+                    except TimeoutError:
+                        chunk = None
+                if chunk is None:
+                    self._count("watch_dropped")
+                    if request.transport is not None:
+                        request.transport.close()
+                    return resp
+                if not chunk:
+                    break
                 await resp.write(chunk)
-                if cut_at is not None and loop.time() >= cut_at:
+                if cut_at is not None and f.drop_watch_after <= 0:
                     self._count("watch_dropped")
                     if request.transport is not None:
                         request.transport.close()

@@ -11,6 +11,9 @@ Contract:
 - ``AlreadyExists`` on create: success when the object is ours (a cache lag), otherwise a
   Warning event ``ErrResourceExists`` and an error (as mpi-operator does). ``NotFound`` on
   delete is success.
+- Failures are returned in ``SyncOutcome.errors``, never raised; the job reconciler raises
+  after writing the status, so the key is retried with backoff (a failed create leaves no watch
+  event that would re-enqueue the job).
 - Events (``SuccessfulCreate<Kind>``, ``FailedCreate<Kind>``, ``SuccessfulDelete<Kind>``,
   ``FailedDelete<Kind>``) are recorded after each call, never before.
 """
@@ -121,7 +124,13 @@ class ChildSync:
             await self._client.create(res, manifest, namespace=job.namespace)
         except AlreadyExists:
             self._exp.creation_failed(exp_key, name)
-            current = await self._client.get(res, name, namespace=job.namespace)
+            try:
+                current = await self._client.get(res, name, namespace=job.namespace)
+            except Exception as exc:
+                # Reported like a failed create (the reconcile is retried), not raised: raising
+                # would leave this sync's other creates running after the reconcile returned.
+                out.errors.append(f"get existing {res.kind} {name}: {exc}")
+                return
             refs = (current.get("metadata") or {}).get("ownerReferences") or ()
             if any(r.get("uid") == job.uid and r.get("controller") for r in refs):
                 return

@@ -92,6 +92,7 @@ from lattice.frameworks.base import (
     ObservesChildren,
     OperatorContext,
     PinsInputs,
+    Problem,
     RendersStatus,
     StagesChildren,
     managed_elsewhere,
@@ -107,7 +108,7 @@ from lattice.runtime.metrics import FRAMEWORKS, Metrics
 from lattice.runtime.projections import OWNER_INDEX, PodInfo, owner_key
 from lattice.runtime.status import StatusWriter
 
-__all__ = ["ContextProvider", "JobReconciler", "kube_resource"]
+__all__ = ["ChildSyncError", "ContextProvider", "JobReconciler", "kube_resource"]
 
 log = structlog.get_logger(__name__)
 Obj = dict[str, Any]
@@ -139,6 +140,15 @@ def _counter_families(metrics: Metrics, framework: str) -> dict[str, list[Callab
         families[SUCCESSFUL].append(plain(metrics.mpi_jobs_successful))
         families[FAILED].append(plain(metrics.mpi_jobs_failed))
     return families
+
+
+class ChildSyncError(Exception):
+    """Some child creates or deletes of a reconcile failed; the harness retries with backoff."""
+
+    def __init__(self, errors: list[str]) -> None:
+        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+        super().__init__("; ".join(errors[:3]) + more)
+        self.errors = list(errors)
 
 
 class ContextProvider(Protocol):
@@ -294,6 +304,12 @@ class JobReconciler:
                 self._mark_not_ready(step, exc)
                 await self._write(step)
             return Result()
+        except Exception as exc:  # odd input a plugin did not foresee: the job is Wrong, not us
+            log.warning("job.unreadable", error=repr(exc), exc_info=True)
+            problem = Problem("(object)", f"cannot be read: {type(exc).__name__}: {exc}")
+            self._mark_wrong(step, InvalidJob([problem]))
+            await self._write(step)
+            return Result()
 
         if step.finished:
             requeue = await self._finished(step, job)
@@ -305,6 +321,10 @@ class JobReconciler:
                 return Result(requeue_after=_EXPECTATION_RECHECK)
             requeue = await self._active(step, job, ctx, pinned)
         await self._write(step)
+        if step.errors:
+            # A failed create leaves no watch event behind and a failed delete changes nothing:
+            # without this, a job whose pod create failed once waits for an unrelated event.
+            raise ChildSyncError(step.errors)
         return Result(requeue_after=requeue) if requeue is not None else Result()
 
     async def _write(self, step: Step) -> None:
@@ -398,9 +418,10 @@ class JobReconciler:
                 if p.deletion_timestamp is None
                 and (policy.clean_pod_policy == "All" or p.phase in ("Pending", "Running"))
             ]
-            await self._children.delete_all(
+            out = await self._children.delete_all(
                 job=ref, exp_key=self._exp_key(ns, name, "pods"), res=PODS, names=doomed
             )
+            step.errors.extend(out.errors)
             if policy.service_cleanup != "None":
                 owned = self._owned_services(ns, name, uid)
                 services = [
@@ -408,12 +429,13 @@ class JobReconciler:
                     for e in owned.values()
                     if not e.deleting and (policy.service_cleanup == "All" or e.name in doomed)
                 ]
-                await self._children.delete_all(
+                out = await self._children.delete_all(
                     job=ref,
                     exp_key=self._exp_key(ns, name, "services"),
                     res=SERVICES,
                     names=services,
                 )
+                step.errors.extend(out.errors)
         if policy.ttl_seconds_after_finished is None:
             return None
         expire = completion + timedelta(seconds=policy.ttl_seconds_after_finished)
@@ -495,7 +517,7 @@ class JobReconciler:
             step.exec["completionTime"] = fmt(now)
             if stop:
                 await self._write(step)
-                await self._stop_all(ref, live)
+                await self._stop_all(step, live)
             return None
 
         self._suspension(step, demand.suspended, ns, name)
@@ -510,12 +532,13 @@ class JobReconciler:
             step.events.append(("Warning", f"{kind}Restarting", msg))
             step.counters.append(RESTARTED)
             await self._write(step)
-            await self._children.delete_all(
+            out = await self._children.delete_all(
                 job=ref,
                 exp_key=self._exp_key(ns, name, "pods"),
                 res=PODS,
                 names=[p.name for p in recreated],
             )
+            step.errors.extend(out.errors)
         children = self.plugin.children(job, size=size, ctx=ctx)
         if isinstance(self.plugin, ObservesChildren):
             children = self.plugin.observed_children(job, children, pods=live, others=others)
@@ -532,7 +555,7 @@ class JobReconciler:
             p.name: Existing(p.name, True, p.deletion_timestamp is not None, p.replica_index or 0)
             for p in pods
         }
-        await self._children.sync(
+        out = await self._children.sync(
             job=ref,
             exp_key=self._exp_key(ns, name, "pods"),
             res=PODS,
@@ -540,14 +563,16 @@ class JobReconciler:
             existing=existing,
             keep=frozenset(progress.recreate),
         )
-        await self._children.sync(
+        step.errors.extend(out.errors)
+        out = await self._children.sync(
             job=ref,
             exp_key=self._exp_key(ns, name, "services"),
             res=SERVICES,
             desired=children.services,
             existing=self._owned_services(ns, name, uid),
         )
-        await self._sync_others(ref, children, others)
+        step.errors.extend(out.errors)
+        await self._sync_others(step, children, others)
         if size > 0 and start is None:
             step.exec["startTime"] = fmt(now)
         if progress.running and not progress.recreate:
@@ -559,21 +584,24 @@ class JobReconciler:
         self._preemption(step, size=size, suspended=demand.suspended)
         return requeue
 
-    async def _stop_all(self, ref: ObjectRef, live: list[PodInfo]) -> None:
+    async def _stop_all(self, step: Step, live: list[PodInfo]) -> None:
+        ref = step.ref
         ns, name = ref.namespace, ref.name
-        await self._children.delete_all(
+        out = await self._children.delete_all(
             job=ref,
             exp_key=self._exp_key(ns, name, "pods"),
             res=PODS,
             names=[p.name for p in live],
         )
+        step.errors.extend(out.errors)
         services = self._owned_services(ns, name, ref.uid)
-        await self._children.delete_all(
+        out = await self._children.delete_all(
             job=ref,
             exp_key=self._exp_key(ns, name, "services"),
             res=SERVICES,
             names=[e.name for e in services.values() if not e.deleting],
         )
+        step.errors.extend(out.errors)
 
     def _preemption(self, step: Step, *, size: int, suspended: bool) -> None:
         """Show that the scheduler stopped (or resumed) a job that had started."""
@@ -614,7 +642,8 @@ class JobReconciler:
                     out[f"{child_kind}/{meta.get('name')}"] = obj
         return out
 
-    async def _sync_others(self, ref: ObjectRef, children: Children, others: Obj) -> None:
+    async def _sync_others(self, step: Step, children: Children, others: Obj) -> None:
+        ref = step.ref
         desired = {"ConfigMap": children.config_maps, "Secret": children.secrets}
         desired["Job"] = children.jobs
         for child_kind, wanted in desired.items():
@@ -638,13 +667,14 @@ class JobReconciler:
                 manifests = tuple(
                     m if m["metadata"]["name"] in existing else fill_generated(m) for m in manifests
                 )
-            await self._children.sync(
+            out = await self._children.sync(
                 job=ref,
                 exp_key=self._exp_key(ref.namespace, ref.name, child_kind),
                 res=res,
                 desired=manifests,
                 existing=existing,
             )
+            step.errors.extend(out.errors)
             if child_kind != "ConfigMap":
                 continue
             for manifest in manifests:

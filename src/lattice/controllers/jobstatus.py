@@ -140,6 +140,9 @@ class Step:
         self.events: list[tuple[str, str, str]] = []
         #: What to count once the status is written ("created", "failed", ...).
         self.counters: list[str] = []
+        #: Child creates/deletes that failed: the reconcile raises after writing the status, so
+        #: the key is retried (a failed create is never observed, nothing else would re-enqueue).
+        self.errors: list[str] = []
         self.finished = condition_true(self.exec, "Succeeded") or condition_true(
             self.exec, "Failed"
         )

@@ -334,15 +334,23 @@ def container_units(containers: Iterable[Mapping[str, Any]], resource: str) -> i
     return total
 
 
-def unit_problems(
-    containers: Sequence[Mapping[str, Any]], resource: str, *, field: str
-) -> list[Problem]:
+def unit_problems(containers: Sequence[Any], resource: str, *, field: str) -> list[Problem]:
     """A problem per malformed ``resource`` quantity in ``field[i].resources.{requests,limits}``."""
     problems: list[Problem] = []
     for i, container in enumerate(containers):
+        if not isinstance(container, Mapping):
+            problems.append(Problem(f"{field}[{i}]", "must be an object"))
+            continue
         resources = container.get("resources") or {}
+        if not isinstance(resources, Mapping):
+            problems.append(Problem(f"{field}[{i}].resources", "must be an object"))
+            continue
         for kind in ("requests", "limits"):
-            value = (resources.get(kind) or {}).get(resource)
+            values = resources.get(kind) or {}
+            if not isinstance(values, Mapping):
+                problems.append(Problem(f"{field}[{i}].resources.{kind}", "must be an object"))
+                continue
+            value = values.get(resource)
             if value is None:
                 continue
             try:

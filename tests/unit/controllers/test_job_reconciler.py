@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from lattice.controllers.job import ChildSyncError
 from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
-from lattice.kube import Conflict
+from lattice.kube import Conflict, TooManyRequests
 from tests.unit.controllers.harness import NS, World
 
 Obj = dict[str, Any]
@@ -495,3 +496,50 @@ async def test_an_mpijob_finished_before_running_gets_running_false() -> None:
     )
     assert conds["Succeeded"]["status"] == "True"
     assert list(conds)[-1] == "Succeeded"
+
+
+async def test_a_failed_pod_create_fails_the_reconcile_so_it_is_retried() -> None:
+    """A create the apiserver refused leaves no watch event behind: unless the reconcile fails
+    (and the harness requeues it with backoff), the job waits at its size with the pod missing
+    until some unrelated event (issue 9: px-0011 stuck at currentSize 1 with 0 pods)."""
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    create = w.create
+    refused: list[str] = []
+
+    async def flaky(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
+        if body["metadata"]["name"] == "mx-worker-1" and not refused:
+            refused.append(body["metadata"]["name"])
+            raise TooManyRequests(429, "TooManyRequests", "injected")
+        return await create(res, body, namespace=namespace)
+
+    w.create = flaky  # type: ignore[method-assign]
+    with pytest.raises(ChildSyncError, match="mx-worker-1"):
+        await w.reconcile("mx")
+    assert w.names("pods") == ["mx-scheduler-0", "mx-worker-0"]
+    assert w.conditions("mx")["Created"]["status"] == "True", "the status is written first"
+    await w.reconcile("mx")
+    assert w.names("pods") == MX_PODS
+
+
+async def test_an_already_exists_whose_get_fails_is_reported_and_retried() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    await w.reconcile("mx")
+    # The cache loses the worker (a lagging informer) while the apiserver still has it.
+    pod = w.objects["pods", NS, "mx-worker-0"]
+    w.pods.on_event("DELETED", pod)
+    get = w.get
+    failed: list[str] = []
+
+    async def flaky_get(res: Any, name: str, *, namespace: str | None = None) -> Obj:
+        if not failed:
+            failed.append(name)
+            raise TooManyRequests(429, "TooManyRequests", "injected")
+        return await get(res, name, namespace=namespace)
+
+    w.get = flaky_get  # type: ignore[method-assign]
+    with pytest.raises(ChildSyncError, match="get existing Pod mx-worker-0"):
+        await w.reconcile("mx")
+    await w.reconcile("mx")  # AlreadyExists, ours: success
+    assert w.names("pods") == MX_PODS

@@ -479,3 +479,21 @@ def test_unit_problems_name_each_malformed_quantity() -> None:
         Problem(f"c[1].resources.requests[{GPU}]", "must be a quantity, got 'x'"),
         Problem(f"c[1].resources.limits[{GPU}]", "must be a quantity, got 'y'"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("containers", "field"),
+    [
+        pytest.param([3], "c[0]", id="a container that is not an object"),
+        pytest.param([{"resources": 1}], "c[0].resources", id="resources that is not an object"),
+        pytest.param(
+            [{"resources": {"limits": ["x"]}}], "c[0].resources.limits", id="limits not an object"
+        ),
+    ],
+)
+def test_unit_problems_name_malformed_parts_instead_of_crashing(
+    containers: list[Any], field: str
+) -> None:
+    problems = unit_problems(containers, "nvidia.com/gpu", field="c")
+    assert [p.field for p in problems] == [field]
+    assert "must be an object" in problems[0].message

@@ -616,3 +616,16 @@ def test_a_pinned_job_is_sized_from_its_pin_not_from_the_live_inputs() -> None:
     assert isinstance(pinned, JobView)
     assert (live.min_size, live.max_size) == (4, 8)
     assert (pinned.min_size, pinned.max_size) == (2, 2)
+
+
+class BrokenPlugin(FakePlugin):
+    """A plugin with a bug on odd input: ``parse`` raises something it did not plan for."""
+
+    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Mapping[str, Any]:
+        raise AttributeError("'int' object has no attribute 'get'")
+
+
+def test_a_plugin_crash_on_one_job_makes_it_invalid_instead_of_failing_the_pass() -> None:
+    view = job_view("FakeJob", BrokenPlugin(), job_obj("odd"), [], GPU)
+    assert isinstance(view, Invalid)
+    assert "AttributeError" in view.message

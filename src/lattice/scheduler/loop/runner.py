@@ -405,6 +405,11 @@ class SchedulerLoop:
         view, plugin = entry.view, entry.plugin
         fields = status_fields(decision, view=view, previous=entry.previous, now=now)
         based_on = _rv(entry.obj)
+        log.debug(
+            "scheduler.write",
+            job=view.key,
+            changed=sorted(k for k, v in fields.items() if entry.previous.get(k) != v),
+        )
         body = status_patch(plugin.scheduling_path, fields, resource_version=based_on)
         async with gate:
             try:

@@ -256,6 +256,8 @@ def job_view(
         demand = plugin.demand(parsed, ctx)
     except (InvalidJob, JobNotReady) as exc:  # not ready (a missing runtime): skipped likewise
         return Invalid(key=key, message=str(exc))
+    except Exception as exc:  # a plugin bug on odd input must never stop the whole pass
+        return Invalid(key=key, message=f"cannot read the job: {type(exc).__name__}: {exc}")
     state = get_path(obj, plugin.scheduling_path)
     stage = state.get("stage")
     stage = stage if isinstance(stage, str) else ""
