@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lattice.kube import AlreadyExists, KubeClient, NotFound
+from lattice.kube import AlreadyExists, ApiError, KubeClient, NotFound
 from lattice.kube.resources import Resource
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
@@ -53,6 +53,9 @@ class SyncOutcome:
     created: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: Creates the apiserver refused as malformed (400/422): retrying the same manifest cannot
+    #: help, so the job is marked Wrong with the server's message instead.
+    rejected: list[str] = field(default_factory=list)
 
 
 def _index_of(manifest: Obj) -> int:
@@ -143,7 +146,10 @@ class ChildSync:
             self._recorder.record(
                 job, type="Warning", reason=f"FailedCreate{res.kind}", note=f"{name}: {exc}"
             )
-            out.errors.append(f"create {res.kind} {name}: {exc}")
+            if isinstance(exc, ApiError) and exc.status in (400, 422):
+                out.rejected.append(f"{res.kind} {name}: {exc.message}")
+            else:
+                out.errors.append(f"create {res.kind} {name}: {exc}")
             return
         out.created.append(name)
         self._recorder.record(

@@ -142,6 +142,9 @@ def _counter_families(metrics: Metrics, framework: str) -> dict[str, list[Callab
     return families
 
 
+_PLUGIN_BUGS = (AttributeError, TypeError, KeyError, ValueError, IndexError)
+
+
 class ChildSyncError(Exception):
     """Some child creates or deletes of a reconcile failed; the harness retries with backoff."""
 
@@ -311,15 +314,30 @@ class JobReconciler:
             await self._write(step)
             return Result()
 
-        if step.finished:
-            requeue = await self._finished(step, job)
-        elif step.sched.get("stage") == "Wrong":
+        try:
+            if step.finished:
+                requeue = await self._finished(step, job)
+            elif step.sched.get("stage") == "Wrong":
+                return Result()
+            else:
+                kinds = ("pods", "services", *self._others)
+                if not all(self._exp.satisfied(self._exp_key(ns, name, k)) for k in kinds):
+                    return Result(requeue_after=_EXPECTATION_RECHECK)
+                requeue = await self._active(step, job, ctx, pinned)
+        except _PLUGIN_BUGS as exc:
+            # The plugins are pure: an exception on this input recurs on every retry. The job
+            # is Wrong (naming the error) rather than retried forever without a condition.
+            log.warning("job.unbuildable", error=repr(exc), exc_info=True)
+            wrong = Step(obj, self.plugin, now, ref)
+            problem = Problem("(object)", f"cannot be built: {type(exc).__name__}: {exc}")
+            self._mark_wrong(wrong, InvalidJob([problem]))
+            await self._write(wrong)
             return Result()
-        else:
-            kinds = ("pods", "services", *self._others)
-            if not all(self._exp.satisfied(self._exp_key(ns, name, k)) for k in kinds):
-                return Result(requeue_after=_EXPECTATION_RECHECK)
-            requeue = await self._active(step, job, ctx, pinned)
+        if step.rejected:
+            problems = [Problem("spec", f"the apiserver refused {r}") for r in step.rejected]
+            self._mark_wrong(step, InvalidJob(problems))
+            await self._write(step)
+            return Result()
         await self._write(step)
         if step.errors:
             # A failed create leaves no watch event behind and a failed delete changes nothing:
@@ -421,7 +439,7 @@ class JobReconciler:
             out = await self._children.delete_all(
                 job=ref, exp_key=self._exp_key(ns, name, "pods"), res=PODS, names=doomed
             )
-            step.errors.extend(out.errors)
+            step.absorb(out)
             if policy.service_cleanup != "None":
                 owned = self._owned_services(ns, name, uid)
                 services = [
@@ -435,7 +453,7 @@ class JobReconciler:
                     res=SERVICES,
                     names=services,
                 )
-                step.errors.extend(out.errors)
+                step.absorb(out)
         if policy.ttl_seconds_after_finished is None:
             return None
         expire = completion + timedelta(seconds=policy.ttl_seconds_after_finished)
@@ -538,7 +556,7 @@ class JobReconciler:
                 res=PODS,
                 names=[p.name for p in recreated],
             )
-            step.errors.extend(out.errors)
+            step.absorb(out)
         children = self.plugin.children(job, size=size, ctx=ctx)
         if isinstance(self.plugin, ObservesChildren):
             children = self.plugin.observed_children(job, children, pods=live, others=others)
@@ -563,7 +581,7 @@ class JobReconciler:
             existing=existing,
             keep=frozenset(progress.recreate),
         )
-        step.errors.extend(out.errors)
+        step.absorb(out)
         out = await self._children.sync(
             job=ref,
             exp_key=self._exp_key(ns, name, "services"),
@@ -571,7 +589,7 @@ class JobReconciler:
             desired=children.services,
             existing=self._owned_services(ns, name, uid),
         )
-        step.errors.extend(out.errors)
+        step.absorb(out)
         await self._sync_others(step, children, others)
         if size > 0 and start is None:
             step.exec["startTime"] = fmt(now)
@@ -593,7 +611,7 @@ class JobReconciler:
             res=PODS,
             names=[p.name for p in live],
         )
-        step.errors.extend(out.errors)
+        step.absorb(out)
         services = self._owned_services(ns, name, ref.uid)
         out = await self._children.delete_all(
             job=ref,
@@ -601,7 +619,7 @@ class JobReconciler:
             res=SERVICES,
             names=[e.name for e in services.values() if not e.deleting],
         )
-        step.errors.extend(out.errors)
+        step.absorb(out)
 
     def _preemption(self, step: Step, *, size: int, suspended: bool) -> None:
         """Show that the scheduler stopped (or resumed) a job that had started."""
@@ -674,7 +692,7 @@ class JobReconciler:
                 desired=manifests,
                 existing=existing,
             )
-            step.errors.extend(out.errors)
+            step.absorb(out)
             if child_kind != "ConfigMap":
                 continue
             for manifest in manifests:

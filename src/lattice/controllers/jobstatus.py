@@ -143,9 +143,16 @@ class Step:
         #: Child creates/deletes that failed: the reconcile raises after writing the status, so
         #: the key is retried (a failed create is never observed, nothing else would re-enqueue).
         self.errors: list[str] = []
+        #: Creates the apiserver refused as malformed: the job becomes Wrong.
+        self.rejected: list[str] = []
         self.finished = condition_true(self.exec, "Succeeded") or condition_true(
             self.exec, "Failed"
         )
+
+    def absorb(self, outcome: Any) -> None:
+        """Collect a ``SyncOutcome``'s failures (``errors`` retried, ``rejected`` Wrong)."""
+        self.errors.extend(outcome.errors)
+        self.rejected.extend(outcome.rejected)
 
     def condition(self, type: str, status: bool, reason: str, message: str) -> None:
         self.exec = put_condition(
