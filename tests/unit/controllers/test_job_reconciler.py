@@ -14,7 +14,7 @@ from lattice.controllers.job import ChildSyncError
 from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
-from lattice.kube import Conflict, TooManyRequests
+from lattice.kube import Conflict, Invalid, TooManyRequests
 from tests.unit.controllers.harness import NS, World
 
 Obj = dict[str, Any]
@@ -543,3 +543,23 @@ async def test_an_already_exists_whose_get_fails_is_reported_and_retried() -> No
         await w.reconcile("mx")
     await w.reconcile("mx")  # AlreadyExists, ours: success
     assert w.names("pods") == MX_PODS
+
+
+async def test_a_create_refused_as_malformed_makes_the_job_wrong_instead_of_retrying() -> None:
+    """A 422 (or 400) on create means the manifest itself is bad: the same create would be
+    refused forever, so the job goes Wrong with the apiserver's message and no error is raised."""
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    create = w.create
+
+    async def refuse(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
+        if body["metadata"]["name"] == "mx-worker-0":
+            raise Invalid(422, "Invalid", 'Pod "mx-worker-0" is invalid: spec.containers: bad')
+        return await create(res, body, namespace=namespace)
+
+    w.create = refuse  # type: ignore[method-assign]
+    await w.reconcile("mx")
+    lattice = w.status("mx")["lattice"]
+    assert lattice["stage"] == "Wrong"
+    assert "spec.containers: bad" in lattice["message"]
+    assert w.conditions("mx")["Failed"]["status"] == "True"
