@@ -354,6 +354,8 @@ async def run(settings: Settings) -> int:
     client = await connect(
         kubeconfig=settings.kubeconfig,
         context=settings.context,
+        token_path=os.path.join(settings.service_account_dir, "token"),
+        ca_path=os.path.join(settings.service_account_dir, "ca.crt"),
         qps=settings.qps,
         burst=settings.burst,
         clock=clock,

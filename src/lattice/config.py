@@ -31,6 +31,10 @@ class Settings(BaseModel):
     # --- connection and scope
     kubeconfig: str | None = Field(None, description="kubeconfig path; in-cluster config if unset")
     context: str | None = Field(None, description="kubeconfig context")
+    service_account_dir: str = Field(
+        "/var/run/secrets/kubernetes.io/serviceaccount",
+        description="in-cluster token and ca.crt directory (used when no kubeconfig is given)",
+    )
     namespaces: tuple[str, ...] = Field((), description="namespaces to watch; empty means all")
     enabled_kinds: tuple[str, ...] = Field(KINDS, description="job kinds to reconcile")
     qps: float = Field(100.0, ge=0, description="client-side API requests per second (0: no limit)")
@@ -114,6 +118,7 @@ FIELDS: tuple[SettingDoc, ...] = (
     _doc("renew_deadline", "LATTICE_RENEW_DEADLINE"),
     _doc("retry_period", "LATTICE_RETRY_PERIOD"),
     _doc("shutdown_timeout", "LATTICE_SHUTDOWN_TIMEOUT"),
+    _doc("service_account_dir", "LATTICE_SERVICE_ACCOUNT_DIR"),
     _doc("pod_name", "POD_NAME"),
     _doc("pod_namespace", "POD_NAMESPACE"),
     _doc("scheduling_unit", "RESOURCE_SCHEDULING_UNIT"),

@@ -11,16 +11,15 @@
   ServiceAccount: a job that must shrink for a newcomer never does. The operator records
   ``FailedDeletePod`` (forbidden), the job keeps all its pods, and the newcomer's pods stay Pending.
 - **In-cluster mode.** ``lattice run`` gets no kubeconfig, only ``KUBERNETES_SERVICE_HOST`` and
-  ``KUBERNETES_SERVICE_PORT`` pointing at the local apiserver and the ServiceAccount's token, CA
-  and namespace at ``/var/run/secrets/kubernetes.io/serviceaccount``. The code reads that fixed
-  path (no setting names another), so the files are bind-mounted there in a private mount
-  namespace (``unshare --mount``) that only the operator process sees. It reconciles a job, holds
-  the Lease, and exits 0 on SIGTERM.
+  ``KUBERNETES_SERVICE_PORT`` pointing at the local apiserver and a service-account directory
+  (token from the TokenRequest API, the cluster CA, the namespace) named by
+  ``--service-account-dir`` (in a pod it defaults to the mounted
+  ``/var/run/secrets/kubernetes.io/serviceaccount``). It reconciles a job, holds the Lease, and
+  exits 0 on SIGTERM.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shutil
@@ -43,7 +42,6 @@ SYSTEM_NS = "lattice-system"
 SA_NAME = "lattice-operator"
 SA_USER = f"system:serviceaccount:{SYSTEM_NS}:{SA_NAME}"
 RBAC = REPO / "deploy" / "rbac"
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 @pytest.fixture(scope="module")
@@ -252,35 +250,6 @@ def test_one_rule_less_and_a_preempted_job_never_shrinks(
         raise
 
 
-def _mount_namespace_prefix(sa_files: Path, scratch: Path) -> list[str]:
-    """A command prefix that runs the rest with ``sa_files`` at SA_DIR, seen by it alone.
-
-    ``/var/run`` (``/run``) is overlaid in a private mount namespace, so the directories created
-    under it exist only there; nothing on the host changes.
-    """
-    run = os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(SA_DIR))))
-    upper, work = scratch / "upper", scratch / "work"
-    upper.mkdir()
-    work.mkdir()
-    script = (
-        f"mount -t overlay overlay -o lowerdir={run},upperdir={upper},workdir={work} {run}"
-        f" && mkdir -p {SA_DIR} && mount --bind {sa_files} {SA_DIR}"
-        ' && exec "$0" "$@"'
-    )
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        pytest.skip("in-cluster mode needs unshare(1) for a private mount namespace")
-    base = [unshare, "--mount", "--propagation", "private"]
-    if os.geteuid() != 0:
-        base.insert(1, "--map-root-user")
-    probe = subprocess.run(
-        [*base, "sh", "-c", script, "true"], check=False, capture_output=True, text=True
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"cannot make a private mount namespace here: {probe.stderr.strip()}")
-    return [*base, "sh", "-c", script]
-
-
 def test_in_cluster_mode_reconciles_a_job(
     deploy_rbac: Cluster, namespace: str, pool: Pool, tmp_path: Path
 ) -> None:
@@ -291,9 +260,6 @@ def test_in_cluster_mode_reconciles_a_job(
     (sa_files / "token").write_text(token(cluster, SA_NAME, SYSTEM_NS))
     shutil.copy(_admin_cluster_entry(cluster)["certificate-authority"], sa_files / "ca.crt")
     (sa_files / "namespace").write_text(SYSTEM_NS)
-    scratch = tmp_path / "overlay"
-    scratch.mkdir()
-    prefix = _mount_namespace_prefix(sa_files, scratch)
 
     server = _admin_cluster_entry(cluster)["server"]
     host, _, port = server.removeprefix("https://").rpartition(":")
@@ -325,12 +291,13 @@ def test_in_cluster_mode_reconciles_a_job(
         "--resize-interval=0",
         "--leader-elect",
         f"--leader-election-id={lease}",
+        f"--service-account-dir={sa_files}",
     ]
     op = OperatorProcess(args, env, tmp_path / "operator")
     op.starts = 1
     log = op.log_path.with_suffix(".1.log").open("wb")
     op.popen = subprocess.Popen(
-        [*prefix, LATTICE, "run", *args], env=env, stdout=log, stderr=subprocess.STDOUT
+        [LATTICE, "run", *args], env=env, stdout=log, stderr=subprocess.STDOUT
     )
     world = World(cluster, namespace)
     try:
@@ -350,5 +317,3 @@ def test_in_cluster_mode_reconciles_a_job(
     finally:
         op.stop()
         log.close()
-        with contextlib.suppress(OSError):
-            shutil.rmtree(scratch)

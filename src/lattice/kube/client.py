@@ -352,10 +352,9 @@ class RestClient:
         await self._api.close()
 
 
-def _in_cluster() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(
-        "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    )
+def _in_cluster(token_path: str | None) -> bool:
+    token = token_path or "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(token)
 
 
 async def connect(
@@ -374,12 +373,12 @@ async def connect(
     """Build a client from a kubeconfig, or from the in-cluster service-account environment.
 
     ``in_cluster=None`` chooses in-cluster config when no kubeconfig is given and the pod
-    environment is present. ``token_path``/``ca_path`` override the service-account files (used to
-    exercise in-cluster mode outside a pod).
+    environment (service host env and token file) is present. ``token_path``/``ca_path`` override
+    the service-account files (``lattice run --service-account-dir``).
     """
     cfg = k8s_client.Configuration()
     use_in_cluster = (
-        in_cluster if in_cluster is not None else (kubeconfig is None and _in_cluster())
+        in_cluster if in_cluster is not None else (kubeconfig is None and _in_cluster(token_path))
     )
     if use_in_cluster:
         loader = k8s_config.incluster_config.InClusterConfigLoader(
