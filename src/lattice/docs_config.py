@@ -11,8 +11,6 @@ missing or stale. Pure apart from ``main``.
 
 from __future__ import annotations
 
-import argparse
-import sys
 import types
 import typing
 from collections.abc import Sequence
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 # The private sets are load_settings' own parsing rules; documenting them keeps the docs true.
+from lattice.api.docs import generated_file_main
 from lattice.config import _BOOLS, _DURATIONS, _TUPLES, FIELDS, Settings
 from lattice.scheduler.core.events import format_duration
 
@@ -110,32 +109,13 @@ def render_configuration() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m lattice.docs_config [--output FILE] [--check]``; returns the exit code."""
-    parser = argparse.ArgumentParser(
+    return generated_file_main(
+        argv,
         prog="python -m lattice.docs_config",
         description="Generate the configuration reference from lattice.config.",
+        default_output=DEFAULT_OUTPUT,
+        render=render_configuration,
     )
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=DEFAULT_OUTPUT,
-        help=f"file to write (default: {DEFAULT_OUTPUT})",
-    )
-    parser.add_argument(
-        "--check", action="store_true", help="write nothing; exit 1 if the file is stale"
-    )
-    args = parser.parse_args(argv)
-    text = render_configuration()
-    path: Path = args.output
-    if args.check:
-        current = path.read_text(encoding="utf-8") if path.is_file() else None
-        if current != text:
-            print(f"stale: {path}; run `make docs` to regenerate", file=sys.stderr)
-            return 1
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":

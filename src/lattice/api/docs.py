@@ -20,7 +20,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
@@ -280,23 +280,27 @@ def render_api_reference() -> str:
     return _HEADER + "\n".join(out).rstrip() + "\n"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m lattice.api.docs [--output FILE] [--check]``; returns the exit code."""
-    parser = argparse.ArgumentParser(
-        prog="python -m lattice.api.docs",
-        description="Generate the API reference from the Lattice API models.",
-    )
+def generated_file_main(
+    argv: Sequence[str] | None,
+    *,
+    prog: str,
+    description: str,
+    default_output: Path,
+    render: Callable[[], str],
+) -> int:
+    """The ``--output FILE`` / ``--check`` command of a generated document; the exit code."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument(
         "--output",
         type=Path,
-        default=DEFAULT_OUTPUT,
-        help=f"file to write (default: {DEFAULT_OUTPUT})",
+        default=default_output,
+        help=f"file to write (default: {default_output})",
     )
     parser.add_argument(
         "--check", action="store_true", help="write nothing; exit 1 if the file is stale"
     )
     args = parser.parse_args(argv)
-    text = render_api_reference()
+    text = render()
     path: Path = args.output
     if args.check:
         current = path.read_text(encoding="utf-8") if path.is_file() else None
@@ -308,6 +312,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     path.write_text(text, encoding="utf-8")
     print(f"wrote {path}")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m lattice.api.docs [--output FILE] [--check]``; returns the exit code."""
+    return generated_file_main(
+        argv,
+        prog="python -m lattice.api.docs",
+        description="Generate the API reference from the Lattice API models.",
+        default_output=DEFAULT_OUTPUT,
+        render=render_api_reference,
+    )
 
 
 if __name__ == "__main__":

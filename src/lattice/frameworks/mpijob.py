@@ -9,8 +9,8 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
   ``replicas >= 1``, restartPolicy Never or OnFailure, a container in every template, a
   ``sshAuthMountPath``, ``<name>-worker-<N-1>`` a DNS-1035 label; plus the integer
   ``lattice.breezeml.ai/priority`` annotation and well-formed unit quantities.
-  ``managed_by_other`` is true when ``runPolicy.managedBy`` names another controller: the
-  reconciler skips such jobs, as mpi-operator does.
+  A ``runPolicy.managedBy`` naming another controller is valid; the reconciler and the
+  scheduler skip such jobs (``base.managed_elsewhere``), as mpi-operator does.
 - **Demand.** A gang: ``min_size = max_size = 1 + workers``; the launcher is the one fixed pod
   (its requested units; when it requests none, 0, or 1 with ``runLauncherAsWorker``); a worker
   is one replica (its units, at least 1). Node mode: every pod is 1 unit. Priority:
@@ -75,7 +75,6 @@ from lattice.api.constants import (
 from lattice.api.mpijob import LauncherCreationPolicy, MPIImplementation, MPIJob
 from lattice.frameworks.base import (
     MANAGED_LABEL,
-    OUR_MANAGERS,
     Children,
     Demand,
     InvalidJob,
@@ -223,12 +222,6 @@ class MPIJobPlugin:
         if problems:
             raise InvalidJob(problems)
         return job
-
-    def managed_by_other(self, job: MPIJob) -> bool:
-        """Whether ``runPolicy.managedBy`` hands the job to another controller (the rule of
-        ``base.managed_elsewhere``, which the reconciler and the scheduler apply)."""
-        managed_by = job.spec.run_policy.managed_by
-        return bool(managed_by) and managed_by not in OUR_MANAGERS
 
     # ----------------------------------------------------------------------- scheduling
 

@@ -9,8 +9,8 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
   one replica in all, child names within 63 characters, the ``mxnet`` container's
   ``mxjob-port`` (when given) a port number, the integer ``lattice.breezeml.ai/priority``
   annotation, well-formed unit quantities. A ``mxnet`` container without ``mxjob-port`` gets
-  ``mxjob-port: 9091``, as v1.7's defaulting does. ``managed_by_other`` is true when
-  ``runPolicy.managedBy`` names another controller (the reconciler then skips the job).
+  ``mxjob-port: 9091``, as v1.7's defaulting does. A ``runPolicy.managedBy``
+  naming another controller is skipped by the reconciler and scheduler (``base.managed_elsewhere``).
 - **Demand.** A gang of every pod: ``min_size = max_size = sum(replicas)``. Every non-Worker
   pod is a fixed pod of its own units (0 when it requests none), a Worker is one replica (its
   units, at least 1); node mode: every pod is 1 unit. Priority: ``schedulingPolicy
@@ -71,7 +71,6 @@ from lattice.api.constants import (
 from lattice.api.mxjob import MXJob, MXReplicaSpec
 from lattice.frameworks.base import (
     MANAGED_LABEL,
-    OUR_MANAGERS,
     Children,
     Demand,
     InvalidJob,
@@ -95,6 +94,7 @@ from lattice.frameworks.pods import (
     pod_restart_policy,
     priority_problems,
     replica_labels,
+    run_policy_view,
     template_containers,
     unit_problems,
     validation_problems,
@@ -279,12 +279,6 @@ class MXJobPlugin:
             raise InvalidJob(problems)
         return job
 
-    def managed_by_other(self, job: MXJob) -> bool:
-        """Whether ``runPolicy.managedBy`` hands the job to another controller (the rule of
-        ``base.managed_elsewhere``, which the reconciler and the scheduler apply)."""
-        managed_by = job.spec.run_policy.managed_by
-        return bool(managed_by) and managed_by not in OUR_MANAGERS
-
     # ----------------------------------------------------------------------- scheduling
 
     def demand(self, job: MXJob, ctx: OperatorContext) -> Demand:
@@ -313,14 +307,7 @@ class MXJobPlugin:
         )
 
     def run_policy(self, job: MXJob) -> RunPolicyView:
-        policy = job.spec.run_policy
-        return RunPolicyView(
-            clean_pod_policy=policy.clean_pod_policy.value,
-            ttl_seconds_after_finished=policy.ttl_seconds_after_finished,
-            active_deadline_seconds=policy.active_deadline_seconds,
-            backoff_limit=policy.backoff_limit,
-            service_cleanup="WithPods",
-        )
+        return run_policy_view(job.spec.run_policy, service_cleanup="WithPods")
 
     # ----------------------------------------------------------------------- children
 

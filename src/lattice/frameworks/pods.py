@@ -46,6 +46,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lattice.api.common import RunPolicy
 from lattice.api.constants import (
     ANNOTATION_PRIORITY,
     LABEL_JOB_NAME,
@@ -54,7 +55,13 @@ from lattice.api.constants import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
 )
-from lattice.frameworks.base import MANAGED_LABEL, OperatorContext, PodView, Problem
+from lattice.frameworks.base import (
+    MANAGED_LABEL,
+    OperatorContext,
+    PodView,
+    Problem,
+    RunPolicyView,
+)
 
 __all__ = [
     "ANNOTATION_GENERATE",
@@ -79,6 +86,7 @@ __all__ = [
     "quantity_units",
     "replica_labels",
     "replica_selector",
+    "run_policy_view",
     "service_ports",
     "ssh_auth_secret",
     "template_containers",
@@ -511,3 +519,14 @@ def go_json(value: object) -> str:
     for char, escape in _GO_ESCAPES.items():
         text = text.replace(char, escape)
     return text
+
+
+def run_policy_view(policy: RunPolicy, *, service_cleanup: str = "All") -> RunPolicyView:
+    """A Kubeflow ``runPolicy`` as the reconciler reads it."""
+    return RunPolicyView(
+        clean_pod_policy=policy.clean_pod_policy.value,
+        ttl_seconds_after_finished=policy.ttl_seconds_after_finished,
+        active_deadline_seconds=policy.active_deadline_seconds,
+        backoff_limit=policy.backoff_limit,
+        service_cleanup=service_cleanup,
+    )

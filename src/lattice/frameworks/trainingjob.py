@@ -90,6 +90,7 @@ from lattice.frameworks.pods import (
     pod_restart_policy,
     replica_labels,
     replica_selector,
+    run_policy_view,
     service_ports,
     unit_problems,
     validation_problems,
@@ -213,13 +214,7 @@ class TrainingJobPlugin:
         )
 
     def run_policy(self, job: TrainingJob) -> RunPolicyView:
-        policy = job.spec.run_policy
-        return RunPolicyView(
-            clean_pod_policy=policy.clean_pod_policy.value,
-            ttl_seconds_after_finished=policy.ttl_seconds_after_finished,
-            active_deadline_seconds=policy.active_deadline_seconds,
-            backoff_limit=policy.backoff_limit,
-        )
+        return run_policy_view(job.spec.run_policy)
 
     # ----------------------------------------------------------------------- children
 

@@ -5,7 +5,7 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
 
 - **Parse** is ``trainjob_runtime.resolve``: a :class:`ResolvedJob`, ``InvalidJob``, or
   ``RuntimeNotReady`` - *not* an ``InvalidJob``: the reconciler shows it as a waiting condition
-  and parses again when the runtime changes. ``managed_by_other`` as ``base.managed_elsewhere``.
+  and parses again when the runtime changes. ``spec.managedBy``: ``base.managed_elsewhere``.
 - **Demand.** Sizes count the gang's pods, initializers excluded (they run to completion
   before the trainer pods exist, on capacity the job already holds). The scaled job
   (torch/plain trainer, MPI ``node``) gives ``[min_nodes, max_nodes]``, plus every other pod as
@@ -95,7 +95,6 @@ from lattice.api.constants import (
 from lattice.api.trainjob import Condition
 from lattice.frameworks.base import (
     MANAGED_LABEL,
-    OUR_MANAGERS,
     Children,
     Demand,
     Messages,
@@ -280,10 +279,6 @@ class TrainJobPlugin:
 
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> ResolvedJob:
         return resolve(obj, ctx)
-
-    def managed_by_other(self, job: ResolvedJob) -> bool:
-        """Whether ``spec.managedBy`` hands the job to another controller (e.g. MultiKueue)."""
-        return job.trainjob.spec.managed_by not in OUR_MANAGERS
 
     # ----------------------------------------------------------------------- scheduling
 
