@@ -58,8 +58,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
 from lattice.api.common import ReplicaSpec, RestartPolicy
 from lattice.api.constants import (
     LABEL_JOB_NAME,
@@ -77,7 +75,6 @@ from lattice.frameworks.base import (
     MANAGED_LABEL,
     Children,
     Demand,
-    InvalidJob,
     Messages,
     OperatorContext,
     PodView,
@@ -98,7 +95,7 @@ from lattice.frameworks.pods import (
     ssh_auth_secret,
     template_containers,
     unit_problems,
-    validation_problems,
+    validated,
     with_env,
     with_placement,
 )
@@ -214,14 +211,7 @@ class MPIJobPlugin:
     # ----------------------------------------------------------------------- parse
 
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> MPIJob:
-        try:
-            job = MPIJob.model_validate(obj)
-        except ValidationError as exc:
-            raise InvalidJob(validation_problems(exc)) from None
-        problems = _problems(job, ctx)
-        if problems:
-            raise InvalidJob(problems)
-        return job
+        return validated(MPIJob, obj, lambda job: _problems(job, ctx))
 
     # ----------------------------------------------------------------------- scheduling
 

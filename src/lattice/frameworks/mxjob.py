@@ -54,8 +54,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
 from lattice.api.constants import (
     LABEL_JOB_NAME,
     LABEL_OPERATOR_NAME,
@@ -73,7 +71,6 @@ from lattice.frameworks.base import (
     MANAGED_LABEL,
     Children,
     Demand,
-    InvalidJob,
     Messages,
     OperatorContext,
     PodView,
@@ -97,7 +94,7 @@ from lattice.frameworks.pods import (
     run_policy_view,
     template_containers,
     unit_problems,
-    validation_problems,
+    validated,
     with_env,
     with_placement,
 )
@@ -270,14 +267,7 @@ class MXJobPlugin:
     # ----------------------------------------------------------------------- parse
 
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> MXJob:
-        try:
-            job = MXJob.model_validate(obj)
-        except ValidationError as exc:
-            raise InvalidJob(validation_problems(exc)) from None
-        problems = _problems(job, ctx)
-        if problems:
-            raise InvalidJob(problems)
-        return job
+        return validated(MXJob, obj, lambda job: _problems(job, ctx))
 
     # ----------------------------------------------------------------------- scheduling
 

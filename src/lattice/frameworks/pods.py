@@ -40,11 +40,11 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from lattice.api.common import RunPolicy
 from lattice.api.constants import (
@@ -57,11 +57,14 @@ from lattice.api.constants import (
 )
 from lattice.frameworks.base import (
     MANAGED_LABEL,
+    InvalidJob,
     OperatorContext,
     PodView,
     Problem,
     RunPolicyView,
 )
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
 
 __all__ = [
     "ANNOTATION_GENERATE",
@@ -91,6 +94,7 @@ __all__ = [
     "ssh_auth_secret",
     "template_containers",
     "unit_problems",
+    "validated",
     "validation_problems",
     "with_env",
     "with_exclusive_node",
@@ -367,6 +371,23 @@ def unit_problems(containers: Sequence[Any], resource: str, *, field: str) -> li
                 where = f"{field}[{i}].resources.{kind}[{resource}]"
                 problems.append(Problem(where, f"must be a quantity, got {value!r}"))
     return problems
+
+
+def validated(
+    model: type[ModelT],
+    obj: Mapping[str, Any],
+    rules: Callable[[ModelT], Sequence[Problem]],
+) -> ModelT:
+    """``model`` validated from ``obj``, then checked by the kind's operator-side ``rules``;
+    ``InvalidJob`` names every problem of the first stage that found any."""
+    try:
+        job = model.model_validate(obj)
+    except ValidationError as exc:
+        raise InvalidJob(validation_problems(exc)) from None
+    problems = rules(job)
+    if problems:
+        raise InvalidJob(problems)
+    return job
 
 
 def validation_problems(exc: ValidationError) -> list[Problem]:

@@ -56,8 +56,6 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
 from lattice.api.common import RestartPolicy
 from lattice.api.constants import (
     REPLICA_WORKER,
@@ -70,7 +68,6 @@ from lattice.api.trainingjob import TrainingJob, TrainingJobFramework
 from lattice.frameworks.base import (
     Children,
     Demand,
-    InvalidJob,
     OperatorContext,
     PodView,
     Problem,
@@ -93,7 +90,7 @@ from lattice.frameworks.pods import (
     run_policy_view,
     service_ports,
     unit_problems,
-    validation_problems,
+    validated,
     with_env,
     with_exclusive_node,
     with_node_selector,
@@ -189,14 +186,7 @@ class TrainingJobPlugin:
     # ----------------------------------------------------------------------- parse
 
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> TrainingJob:
-        try:
-            job = TrainingJob.model_validate(obj)
-        except ValidationError as exc:
-            raise InvalidJob(validation_problems(exc)) from None
-        problems = _problems(job, ctx)
-        if problems:
-            raise InvalidJob(problems)
-        return job
+        return validated(TrainingJob, obj, lambda job: _problems(job, ctx))
 
     # ----------------------------------------------------------------------- scheduling
 
