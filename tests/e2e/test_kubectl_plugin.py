@@ -18,7 +18,7 @@ from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World, trai
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
-POSITIONS = {"r": 1, "x": 2, "m": 3, "w": 4}
+POSITIONS = {"r": None, "x": 1, "m": 2, "w": 3}  # running jobs have no queue position
 
 
 def mpijob(name: str, *, priority: int) -> dict[str, Any]:
@@ -89,14 +89,14 @@ def test_queue_and_explain_through_kubectl(
                 want = "Running" if name == "r" else "Waiting"
                 if (stage, pos) != (want, position) or not decision:
                     return False
-            return seen["w"][2].startswith("Waiting at position 4")
+            return seen["w"][2].startswith("Waiting at position 3")
 
         wait_for(
             lambda: positions(crds_installed, namespace),
             settled,
             timeout=STEP_TIMEOUT,
             interval=0.5,
-            what="r runs; x, m, w wait at positions 2, 3, 4",
+            what="r runs; x, m, w wait at positions 1, 2, 3",
         )
 
         out = kubectl_lattice(crds_installed, "queue", "-n", namespace)
@@ -114,24 +114,24 @@ def test_queue_and_explain_through_kubectl(
         ]
         rows = [line.split() for line in lines[1:]]
         assert [r[:6] for r in rows] == [
-            ["1", "TrainingJob", f"{namespace}/r", "5", "Running", "4/4/4"],
-            ["2", "TrainingJob", f"{namespace}/x", "3", "Waiting", "0/1/1"],
-            ["3", "MPIJob", f"{namespace}/m", "1", "Waiting", "0/2/2"],
-            ["4", "TrainingJob", f"{namespace}/w", "0", "Waiting", "0/2/2"],
+            ["-", "TrainingJob", f"{namespace}/r", "5", "Running", "4/4/4"],
+            ["1", "TrainingJob", f"{namespace}/x", "3", "Waiting", "0/1/1"],
+            ["2", "MPIJob", f"{namespace}/m", "1", "Waiting", "0/2/2"],
+            ["3", "TrainingJob", f"{namespace}/w", "0", "Waiting", "0/2/2"],
         ]
         assert rows[0][6] == "-", "a running job shows no waiting time"
         assert all(r[6].endswith("s") for r in rows[1:]), "waiting jobs show a Go duration"
-        assert "Waiting at position 4" in lines[4]
+        assert "Waiting at position 3" in lines[4]
 
         text = kubectl_lattice(
             crds_installed, "explain", "trainingjob/w", "-n", namespace, "--same-namespace"
         )
         assert "Stage:         Waiting" in text
-        assert "Position:      4" in text
-        assert "Why: Waiting at position 4" in text
-        ahead = text.split(f"Ahead of it (3, namespace {namespace} only):")[1]
+        assert "Position:      3" in text
+        assert "Why: Waiting at position 3" in text
+        ahead = text.split(f"Ahead of it (2, namespace {namespace} only):")[1]
         ahead = ahead.split("Events")[0]
-        assert [f"{namespace}/{n}" in ahead for n in ("r", "x", "m")] == [True, True, True]
+        assert [f"{namespace}/{n} " in ahead for n in ("r", "x", "m")] == [False, True, True]
         events = text.split("newest last):")[1]
         assert "Queued" in events, "the scheduler's Queued event about w is listed"
     except AssertionError:

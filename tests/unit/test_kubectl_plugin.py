@@ -182,10 +182,12 @@ def test_resolve_kind_names_the_known_kinds() -> None:
 # --------------------------------------------------------------------------- order
 
 
-def test_queue_order_is_position_then_priority_queued_time_and_name() -> None:
+def test_queue_order_is_running_then_position_then_priority_queued_time_and_name() -> None:
     t = datetime(2026, 1, 1, 10, tzinfo=UTC)
     rows = [
         row("late-low", priority=0, queued_time=t.replace(hour=11)),
+        row("run-low", stage="Running", priority=0, queued_time=t),
+        row("run-high", stage="Running", priority=5, queued_time=t.replace(hour=11)),
         row("p2", position=2, priority=0),
         row("never-queued", priority=0),
         row("early-low", priority=0, queued_time=t),
@@ -194,7 +196,10 @@ def test_queue_order_is_position_then_priority_queued_time_and_name() -> None:
         row("b-tie", priority=0, queued_time=t, namespace="a"),
     ]
     order = [r.name for r in queue_order(rows)]
-    assert order == ["p1", "p2", "high", "b-tie", "early-low", "late-low", "never-queued"]
+    assert order == [
+        *("run-high", "run-low", "p1", "p2"),
+        *("high", "b-tie", "early-low", "late-low", "never-queued"),
+    ]
 
 
 def test_equal_positions_from_other_operators_break_ties_by_priority_and_name() -> None:
@@ -415,7 +420,7 @@ class FakeClient:
 
 
 def _cluster() -> dict[str, list[Obj]]:
-    running = {"stage": "Running", "currentSize": 4, "queuePosition": 1, "lastDecision": "Grown"}
+    running = {"stage": "Running", "currentSize": 4, "lastDecision": "Grown"}
     waiting = {
         "stage": "Waiting",
         "currentSize": 0,
@@ -423,11 +428,13 @@ def _cluster() -> dict[str, list[Obj]]:
         "queuedTime": "2026-01-01T11:59:00Z",
         "lastDecision": "Waiting at position 2: needs 2 units, 0 free",
     }
+    first = dict(waiting, queuePosition=1, queuedTime="2026-01-01T11:58:00Z")
     other = dict(waiting, queuePosition=3)
     return {
         "trainingjobs": [
             trainingjob("w", min_size=2, max_size=2, status=waiting),
             trainingjob("r", priority=5, min_size=4, max_size=4, status=running),
+            trainingjob("first", min_size=2, max_size=2, status=first),
             trainingjob("elsewhere", ns="other", status=other),
         ],
         "mpijobs": [mpijob("m")],
@@ -458,8 +465,8 @@ def test_queue_lists_every_installed_kind_in_order_and_skips_missing_crds(
     out, err = capsys.readouterr()
     assert err == ""
     names = [line.split()[2] for line in out.splitlines()[1:]]
-    assert names == ["ml/r", "ml/w", "ml/m"]
-    assert out.splitlines()[3].split()[:6] == ["3", "MPIJob", "ml/m", "0", "Waiting", "0/3/3"]
+    assert names == ["ml/r", "ml/first", "ml/w", "ml/m"]
+    assert out.splitlines()[4].split()[:6] == ["3", "MPIJob", "ml/m", "0", "Waiting", "0/3/3"]
 
 
 def test_queue_warns_about_a_kind_it_may_not_list(capsys: pytest.CaptureFixture[str]) -> None:
@@ -478,7 +485,8 @@ def test_explain_reads_the_job_the_jobs_ahead_and_its_own_events(
     assert code == 0
     assert "Why: Waiting at position 2: needs 2 units, 0 free" in out
     assert "Ahead of it (1, all namespaces):" in out
-    assert "ml/r" in out
+    assert "ml/first" in out
+    assert "ml/r " not in out  # running jobs hold capacity; they are not in the queue
     assert "other/elsewhere" not in out
     assert "Queued" in out
     assert "deleted job of the same name" not in out

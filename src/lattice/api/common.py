@@ -235,7 +235,7 @@ class SchedulingStatus(K8sModel):
     cooldown_time: Time | None = None
     """Until when a requeued job stays in RequeueCooldown."""
     queue_position: int | None = Field(None, ge=0)
-    """1-based position among the scheduler's candidates (waiting and running); unset otherwise."""
+    """1-based position among the waiting jobs, in scheduling order; unset while running."""
     requeue_count: int | None = Field(None, ge=0)
     """How many times the job was requeued after its pods stayed pending."""
     attained_service: float | None = Field(None, ge=0)

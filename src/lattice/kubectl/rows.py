@@ -7,8 +7,10 @@ Contract:
   (``status`` for TrainingJob, ``status.lattice`` for the Kubeflow kinds) and takes priority and
   min/max from the plugin's ``parse`` + ``demand`` (``None`` when the job does not parse). It
   recomputes nothing the scheduler decides.
-- ``queue_order`` is the scheduler order as persisted: jobs with a ``queuePosition`` by position,
-  then the others by priority (desc), ``queuedTime`` (unset last), namespace/name, kind.
+- ``queue_order`` is the scheduler order as persisted: running jobs first (the scheduler gives
+  positions to waiting jobs only, as Kueue does), then the waiting jobs by ``queuePosition``,
+  then the rest; ties and each group by priority (desc), ``queuedTime`` (unset last),
+  namespace/name, kind.
 - ``operator_context`` builds the plugins' :class:`OperatorContext` from listed PriorityClasses
   and runtimes as the operator does; ``context_namespace`` finds a kubeconfig context's namespace.
 
@@ -199,7 +201,8 @@ def queue_order(rows: Iterable[JobRow]) -> list[JobRow]:
 
     def key(r: JobRow) -> tuple[Any, ...]:
         rest = (-(r.priority or 0), r.queued_time or FAR_FUTURE, r.namespace, r.name)
-        return (r.position is None, r.position or 0, *rest, _KIND_RANK.get(r.kind, 99))
+        group = 1 if r.position is not None else 0 if r.stage == Stage.RUNNING else 2
+        return (group, r.position or 0, *rest, _KIND_RANK.get(r.kind, 99))
 
     return sorted(rows, key=key)
 

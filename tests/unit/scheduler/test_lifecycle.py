@@ -49,7 +49,7 @@ RULE_1 = [
             now=at(9),
             want={"a": ("RequeueCooldown", 0), "b": ("Running", 8)},
             reasons={"a": "Cooling down until 2026-01-01T00:10:00Z"},
-            fields={"a": {"queue_position": None}, "b": {"queue_position": 1}},
+            fields={"a": {"queue_position": None}, "b": {"queue_position": None}},
             wakeup=at(10),
         ),
         id="cooling job holds nothing and is not a candidate until its cooldown ends",

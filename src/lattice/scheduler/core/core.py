@@ -20,6 +20,9 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    ``StrictFIFO`` stops at the first job whose minimum does not fit; ``BestEffortFIFO`` and
    ``LeastAttainedService`` skip it and go on. A job whose minimum does not fit even on the
    empty cluster never blocks: it is skipped with reason "needs N units; the cluster has M".
+   Each candidate left waiting gets a 1-based ``queue_position`` among the waiting candidates,
+   in this order; admitted jobs have none (as Kueue shows positions of pending workloads only,
+   so a running job's status does not change whenever the queue behind it moves).
 4. Each admitted job gets its minimum; spare capacity then grows the admitted jobs toward
    their target size in the same order, replica by replica while a replica fits on a node.
 5. A running job that is not admitted gets size 0 and goes back to ``Waiting`` keeping its
@@ -192,8 +195,8 @@ def _admit(ordered: list[JobState], *, free: Histogram, config: SchedulerConfig)
     fits_empty: dict[Shape, bool] = {}
     shapes: dict[tuple[tuple[int, ...], int, int], Shape] = {}
     blocker: JobState | None = None
-    for position, s in enumerate(ordered, 1):
-        s.position = position
+    waiting = 0
+    for s in ordered:
         v = s.view
         spec = (v.fixed_pods, v.replica_units, v.min_size)
         shape = shapes.get(spec)
@@ -209,6 +212,8 @@ def _admit(ordered: list[JobState], *, free: Histogram, config: SchedulerConfig)
             if free.try_place(shape):
                 s.admitted = True
                 continue
+        waiting += 1
+        s.position = waiting
         known = fits_empty.get(shape)
         if known is None:
             known = fits_empty[shape] = empty.fits(shape)

@@ -137,8 +137,6 @@ def next_wakeup(
             continue
         if s.stage == Stage.REQUEUE_COOLDOWN and s.cooldown is not None:
             times.append(s.cooldown)
-        if s.position is None:
-            continue
         if s.admitted:
             if s.requeue is not None:
                 times.append(s.requeue + config.pending_timeout)
@@ -148,6 +146,8 @@ def next_wakeup(
                 crossing = _band_crossing(s, now=now, config=config)
                 if crossing is not None:
                     times.append(crossing)
+        elif s.position is None:
+            continue  # not a candidate
         elif las and not s.promoted and s.queued is not None and las_band(s.attained, config):
             since = waiting_since(queued_time=s.queued, last_resize_time=s.last_resize)
             times.append(since + config.starvation_limit)

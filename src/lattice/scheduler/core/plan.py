@@ -2,7 +2,8 @@
 
 Contract:
 - A decision carries the job's complete scheduler-owned state after the pass (the fields the
-  loop persists in status), the job's 1-based ``queue_position`` among candidates, a human
+  loop persists in status), the job's 1-based ``queue_position`` among the candidates left
+  waiting (``None`` for admitted and non-candidate jobs), a human
   ``reason`` and the typed events for what changed.
 - ``changed_fields`` names the persisted fields that differ from the input ``JobView``;
   ``queue_position``, ``reason`` and ``events`` are not persisted state and never count.
