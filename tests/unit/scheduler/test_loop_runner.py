@@ -268,7 +268,7 @@ async def test_a_pass_writes_status_then_events_and_metrics() -> None:
             "queuedTime": now,
             "requeueTime": None,
             "cooldownTime": None,
-            "queuePosition": 1,
+            "queuePosition": None,
             "requeueCount": 0,
             "attainedService": 0.0,
             "serviceUpdatedTime": now,
@@ -430,14 +430,16 @@ async def test_a_restarted_loop_reproduces_the_plan_from_persisted_status() -> N
     )
     h.pods.on_event("ADDED", copy.deepcopy(pending))
     plans = [await h.loop.run_once() for _ in range(3)]
-    assert unchanged(plans[-1])  # converged: admission, then the pending pod's requeueTime
-    assert h.status("hi")["requeueTime"] == ts(0)
+    # Converged, except hi's requeueTime: the pending pod gives it, so it waits for its flush.
+    assert plans[-1].changed_keys(include_accounting=False) == ("FakeJob/ns/hi",)
+    assert plans[-1]["FakeJob/ns/hi"].changed_fields == {"requeue_time"}
+    assert h.status("hi").get("requeueTime") is None
     assert h.status("mid")["stage"] == "Waiting"
 
     # Restarted at the same instant: every decision is reproduced, nothing is written.
     again = restart()
     plan = await again.loop.run_once()
-    assert unchanged(plan)
+    assert plan.changed_keys() == ("FakeJob/ns/hi",)
     assert plan.decisions == plans[-1].decisions
     assert again.client.patches == []
 
@@ -456,7 +458,14 @@ async def test_a_restarted_loop_reproduces_the_plan_from_persisted_status() -> N
     assert again.client.patches == h.client.patches[patches:]
     assert again.recorder.events == h.recorder.events[events:]
 
-    # And right after those writes, a restart changes nothing.
+    # And right after those writes, a restart changes nothing but the same deferred field.
+    plan = await restart().loop.run_once()
+    assert plan.changed_keys(include_accounting=False) == ("FakeJob/ns/hi",)
+
+    # Once the pending clock is a minute old it is persisted; then a restart changes nothing.
+    await h.clock.advance(15)
+    await h.loop.run_once()
+    assert h.status("hi")["requeueTime"] == ts(0)
     plan = await restart().loop.run_once()
     assert not plan.changed_keys(include_accounting=False)
 
@@ -524,6 +533,42 @@ async def test_the_loop_wakes_at_the_plans_next_wakeup() -> None:
         await parked(h, 2)
         assert h.status("cool")["stage"] == "Running"
         assert h.recorder.reasons("cool") == ["CooldownOver", "Admitted"]
+
+
+async def test_a_short_pending_costs_no_write_and_a_long_one_is_written_at_a_minute() -> None:
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("quick")
+    async with running(h.loop.run):
+        await parked(h, 1)
+        admitted = len(h.client.patches)
+        # A pod pending since now: requeueTime would be now, which the pod itself gives.
+        h.pods.on_event("ADDED", pod_obj("quick-w0", job="quick", phase="Pending", created=0))
+        await parked(h, 2)
+        assert len(h.client.patches) == admitted
+        assert h.status("quick").get("requeueTime") is None
+        assert h.loop.last_plan is not None
+        assert h.loop.last_plan["FakeJob/ns/quick"].requeue_time == h.clock.now()
+        # It runs 30 s later: nothing was written to set the clock, so nothing to clear it.
+        await h.clock.advance(30)
+        h.pods.on_event(
+            "MODIFIED", pod_obj("quick-w0", job="quick", phase="Running", created=0, rv="2")
+        )
+        await parked(h, 3)
+        assert len(h.client.patches) == admitted
+        # Pending again, this time for longer: the loop wakes at the minute and writes it.
+        h.pods.on_event(
+            "MODIFIED", pod_obj("quick-w0", job="quick", phase="Pending", created=30, rv="3")
+        )
+        await parked(h, 4)
+        assert len(h.client.patches) == admitted
+        await h.clock.advance(59)
+        await settle()
+        assert h.loop.passes == 4
+        await h.clock.advance(1)
+        await parked(h, 5)
+        assert h.status("quick")["requeueTime"] == ts(30)
+        assert len(h.client.patches) == admitted + 1
 
 
 async def test_a_resync_runs_a_pass_even_without_triggers() -> None:

@@ -18,6 +18,11 @@ Contract:
   least ``accounting_flush`` (60 s) past the persisted one; passes are not scheduled just for
   that. Service accrues from the persisted pair at the persisted size, and every size change is
   written, so a restarted operator computes the same service (and the same decisions) anyway.
+  A ``requeueTime`` that only starts the pending clock (the persisted one is unset and the new
+  one is the job's ``pending_since``, which the pods themselves give a restarted operator) is
+  written once it is ``accounting_flush`` old, from a pass the loop wakes for then, or earlier
+  with any other write: pods that start within that time cost no write at all (nor one to
+  clear it).
 - **Read-your-writes**: the patched object returned by each write stands in for the cached one
   while the cache still shows a version that write superseded (the one it was based on, or an
   earlier write of ours), so a pass that runs before the watch delivers our own writes neither
@@ -55,6 +60,7 @@ from lattice.runtime.metrics import Metrics
 from lattice.runtime.projections import OWNER_INDEX, ForeignPodUsage, NodeInfo, PodInfo, owner_key
 from lattice.runtime.store import split_key
 from lattice.scheduler.core import (
+    ACCOUNTING_FIELDS,
     Decision,
     JobView,
     Plan,
@@ -81,6 +87,8 @@ from lattice.scheduler.loop.snapshot import (
 )
 
 __all__ = ["STAGE_LABELS", "SchedulerLoop"]
+
+_REQUEUE_ONLY = frozenset({"requeue_time"})
 
 log = structlog.get_logger(__name__)
 
@@ -342,17 +350,33 @@ class SchedulerLoop:
         owned = any(r.get("controller") and r.get("uid") == uid for r in refs)
         return pin if owned else None
 
-    def _needs_write(self, plan: Plan, entry: _Entry) -> bool:
+    def _needs_write(
+        self, plan: Plan, entry: _Entry, now: datetime, flushes: list[datetime]
+    ) -> bool:
+        """Whether to patch ``entry`` now; a deferred write appends its due time to ``flushes``."""
         decision = plan[entry.view.key]
-        if plan.changed(decision.key, include_accounting=False):
+        state = decision.changed_fields - ACCOUNTING_FIELDS
+        due = self._requeue_due(entry.view, decision) if state == _REQUEUE_ONLY else None
+        if due is not None and now < due:
+            flushes.append(due)
+            state = frozenset()
+        if state:
             return True
         previous = entry.previous
         if previous.get("queuePosition") != decision.queue_position:
             return True
-        if not decision.changed:
+        if not decision.changed_fields & ACCOUNTING_FIELDS:
             return False
         last, new = entry.view.service_updated_at, decision.service_updated_at
         return last is None or new is None or new - last >= self._flush
+
+    def _requeue_due(self, view: JobView, decision: Decision) -> datetime | None:
+        """When a requeueTime that only starts the pending clock must be written (see the
+        contract), or ``None`` when it is not such a value."""
+        start = decision.requeue_time
+        if view.requeue_time is not None or start is None or start != view.pending_since:
+            return None
+        return start + self._flush
 
     async def run_once(self) -> Plan:
         """One pass: snapshot, decide, write, record events and metrics. Returns the plan."""
@@ -368,7 +392,8 @@ class SchedulerLoop:
             nodes=nodes, jobs=tuple(e.view for e in entries.values()), config=self._config
         )
         plan = schedule(snapshot, now)
-        todo = [e for e in entries.values() if self._needs_write(plan, e)]
+        flushes: list[datetime] = []
+        todo = [e for e in entries.values() if self._needs_write(plan, e, now, flushes)]
         log.debug(
             "scheduler.decided",
             now=now.isoformat(),
@@ -385,7 +410,8 @@ class SchedulerLoop:
         for entry in entries.values():
             stages[entry.kind, _stage_label(plan[entry.view.key].stage)] += 1
         self._observe(plan, stages, seconds=self._clock.monotonic() - started)
-        self._wakeup = plan.next_wakeup
+        wakeups = [*flushes, *([plan.next_wakeup] if plan.next_wakeup is not None else [])]
+        self._wakeup = min(wakeups, default=None)
         self._last_pass = self._clock.monotonic()
         self.passes += 1
         self.last_plan = plan
