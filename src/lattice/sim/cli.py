@@ -148,6 +148,6 @@ def main(args: argparse.Namespace) -> int:
         }
         args.json.write_text(json.dumps(doc, indent=1) + "\n")
     if args.png:
-        args.png.write_bytes(render_png(runs))
+        args.png.write_bytes(render_png(runs, unit=args.unit))
         print(f"wrote {args.png}")
     return 0
