@@ -57,9 +57,10 @@ kind's framework label, and ``mpi_operator_jobs_{created,successful,failed}_tota
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -67,7 +68,7 @@ import structlog
 
 from lattice.api.base import normalize_time
 from lattice.clock import Clock
-from lattice.controllers.children import ChildSync, Existing
+from lattice.controllers.children import ChildSync, Existing, SyncOutcome
 from lattice.controllers.generated import fill_generated
 from lattice.controllers.jobstatus import (
     PREEMPTED,
@@ -573,24 +574,36 @@ class JobReconciler:
             p.name: Existing(p.name, True, p.deletion_timestamp is not None, p.replica_index or 0)
             for p in pods
         }
-        out = await self._children.sync(
-            job=ref,
-            exp_key=self._exp_key(ns, name, "pods"),
-            res=PODS,
-            desired=children.pods,
-            existing=existing,
-            keep=frozenset(progress.recreate),
+        # Two rounds, each concurrent: first what pods consume (Services, ConfigMaps, Secrets),
+        # then the pods and Jobs themselves. Outcomes are absorbed in a fixed order.
+        self._check_watched(children)
+        inputs = self._other_syncs(ref, children, others, ("ConfigMap", "Secret"))
+        outs: list[SyncOutcome | None] = await asyncio.gather(
+            self._children.sync(
+                job=ref,
+                exp_key=self._exp_key(ns, name, "services"),
+                res=SERVICES,
+                desired=children.services,
+                existing=self._owned_services(ns, name, uid),
+            ),
+            *inputs,
+            self._refresh_config_maps(ref, children, others),
         )
-        step.absorb(out)
-        out = await self._children.sync(
-            job=ref,
-            exp_key=self._exp_key(ns, name, "services"),
-            res=SERVICES,
-            desired=children.services,
-            existing=self._owned_services(ns, name, uid),
+        consumers = self._other_syncs(ref, children, others, ("Job",))
+        outs += await asyncio.gather(
+            self._children.sync(
+                job=ref,
+                exp_key=self._exp_key(ns, name, "pods"),
+                res=PODS,
+                desired=children.pods,
+                existing=existing,
+                keep=frozenset(progress.recreate),
+            ),
+            *consumers,
         )
-        step.absorb(out)
-        await self._sync_others(step, children, others)
+        for outcome in outs:
+            if outcome is not None:
+                step.absorb(outcome)
         if size > 0 and start is None:
             step.exec["startTime"] = fmt(now)
         if progress.running and not progress.recreate:
@@ -660,16 +673,20 @@ class JobReconciler:
                     out[f"{child_kind}/{meta.get('name')}"] = obj
         return out
 
-    async def _sync_others(self, step: Step, children: Children, others: Obj) -> None:
-        ref = step.ref
-        desired = {"ConfigMap": children.config_maps, "Secret": children.secrets}
-        desired["Job"] = children.jobs
-        for child_kind, wanted in desired.items():
-            manifests = wanted
+    def _other_syncs(
+        self, ref: ObjectRef, children: Children, others: Obj, kinds: tuple[str, ...]
+    ) -> list[Coroutine[Any, Any, SyncOutcome]]:
+        """The create/delete syncs of the non-pod children of ``kinds``, not yet started."""
+        desired = {
+            "ConfigMap": children.config_maps,
+            "Secret": children.secrets,
+            "Job": children.jobs,
+        }
+        syncs: list[Coroutine[Any, Any, SyncOutcome]] = []
+        for child_kind in kinds:
+            manifests = desired[child_kind]
             if child_kind not in self._others:
-                if manifests:
-                    raise TerminalError(f"{self.kind} wants {child_kind}s, which are not watched")
-                continue
+                continue  # _check_watched: there are none
             res = self._others[child_kind][0]
             existing = {
                 key.partition("/")[2]: Existing(
@@ -685,25 +702,39 @@ class JobReconciler:
                 manifests = tuple(
                     m if m["metadata"]["name"] in existing else fill_generated(m) for m in manifests
                 )
-            out = await self._children.sync(
-                job=ref,
-                exp_key=self._exp_key(ref.namespace, ref.name, child_kind),
-                res=res,
-                desired=manifests,
-                existing=existing,
+            syncs.append(
+                self._children.sync(
+                    job=ref,
+                    exp_key=self._exp_key(ref.namespace, ref.name, child_kind),
+                    res=res,
+                    desired=manifests,
+                    existing=existing,
+                )
             )
-            step.absorb(out)
-            if child_kind != "ConfigMap":
-                continue
-            for manifest in manifests:
-                current = others.get(f"ConfigMap/{manifest['metadata']['name']}")
-                if current is not None and current.get("data") != manifest.get("data"):
-                    await self._client.patch(
-                        res,
-                        manifest["metadata"]["name"],
-                        {"data": with_nulls(current.get("data"), manifest.get("data"))},
-                        namespace=ref.namespace,
-                    )
+        return syncs
+
+    def _check_watched(self, children: Children) -> None:
+        """Refuse children of a kind this reconciler does not watch (a plugin error)."""
+        wanted = {"ConfigMap": children.config_maps, "Secret": children.secrets}
+        wanted["Job"] = children.jobs
+        for child_kind, manifests in wanted.items():
+            if manifests and child_kind not in self._others:
+                raise TerminalError(f"{self.kind} wants {child_kind}s, which are not watched")
+
+    async def _refresh_config_maps(self, ref: ObjectRef, children: Children, others: Obj) -> None:
+        """Update existing ConfigMaps whose data differs from the desired (in place)."""
+        if "ConfigMap" not in self._others:
+            return
+        res = self._others["ConfigMap"][0]
+        for manifest in children.config_maps:
+            current = others.get(f"ConfigMap/{manifest['metadata']['name']}")
+            if current is not None and current.get("data") != manifest.get("data"):
+                await self._client.patch(
+                    res,
+                    manifest["metadata"]["name"],
+                    {"data": with_nulls(current.get("data"), manifest.get("data"))},
+                    namespace=ref.namespace,
+                )
 
     def _owned_pods(self, ns: str, name: str, uid: str) -> list[PodInfo]:
         return [

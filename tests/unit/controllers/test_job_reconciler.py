@@ -299,6 +299,17 @@ async def test_user_suspension_with_upstream_wording() -> None:
 # --- MPIJob ------------------------------------------------------------------------------------
 
 
+async def test_what_pods_consume_is_created_before_any_pod_or_job() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(), size=3)
+    await w.reconcile("pi")
+    creates = [(kind, name) for verb, kind, name in w.calls if verb == "create"]
+    consumers = [i for i, (kind, _) in enumerate(creates) if kind in ("Pod", "Job")]
+    inputs = [i for i, (kind, _) in enumerate(creates) if kind not in ("Pod", "Job")]
+    assert {kind for kind, _ in creates} == {"Service", "ConfigMap", "Secret", "Pod", "Job"}
+    assert max(inputs) < min(consumers), creates
+
+
 async def test_wait_for_workers_ready_holds_the_launcher_and_never_deletes_it() -> None:
     w = World(MPIJobPlugin())
     w.apply(mpijob(launcherCreationPolicy="WaitForWorkersReady"), size=3)
@@ -508,7 +519,7 @@ async def test_a_failed_pod_create_fails_the_reconcile_so_it_is_retried() -> Non
     refused: list[str] = []
 
     async def flaky(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
-        if body["metadata"]["name"] == "mx-worker-1" and not refused:
+        if res.kind == "Pod" and body["metadata"]["name"] == "mx-worker-1" and not refused:
             refused.append(body["metadata"]["name"])
             raise TooManyRequests(429, "TooManyRequests", "injected")
         return await create(res, body, namespace=namespace)
