@@ -32,6 +32,7 @@ from lattice.runtime.projections import (
 )
 from lattice.scheduler.core import Plan, SchedulerConfig, Strategy
 from lattice.scheduler.loop import ContextSource, SchedulerLoop
+from lattice.scheduler.loop.snapshot import SHOWN_POSITIONS
 from tests.support.aio import settle
 from tests.support.fake_apiserver import running
 from tests.support.wait import wait_for_async
@@ -366,7 +367,7 @@ async def test_preemption_metrics_and_warning_event() -> None:
     assert h.metric("lattice_scheduler_decisions_total", {"type": "Preempted"}) == 1
 
 
-async def test_accounting_alone_is_flushed_at_most_every_60_seconds() -> None:
+async def test_accounting_alone_is_never_written_but_rides_along_with_other_writes() -> None:
     h = Harness()
     h.add_nodes(1)
     h.add_job("a", min=2, max=2, units=4)
@@ -374,17 +375,47 @@ async def test_accounting_alone_is_flushed_at_most_every_60_seconds() -> None:
     await h.loop.run_once()
     assert len(h.client.patches) == 1
     assert h.status("a")["attainedService"] == 0.0
-    await h.clock.advance(30)
+    await h.clock.advance(3600)
     plan = await h.loop.run_once()
     assert plan.changed("FakeJob/ns/a")  # service accrued ...
     assert not plan.changed("FakeJob/ns/a", include_accounting=False)
-    assert len(h.client.patches) == 1  # ... but is not written yet
-    await h.clock.advance(30)
+    assert len(h.client.patches) == 1  # ... but is not written alone, however old
+    # Another change (the job is suspended) carries the accrued service along.
+    h.update_job("a", lambda o: o["spec"].update(suspend=True))
     await h.loop.run_once()
     assert len(h.client.patches) == 2
-    assert h.status("a")["attainedService"] == 8 * 60.0
-    assert h.status("a")["serviceUpdatedTime"] == ts(60)
-    assert h.status("a")["lastExecTime"] == ts(0)  # still running since the admission
+    assert h.status("a")["attainedService"] == 8 * 3600.0
+    assert h.status("a")["serviceUpdatedTime"] == ts(3600)
+
+
+async def test_positions_are_shown_for_the_head_of_the_queue_and_written_in_rounds() -> None:
+    h = Harness(position_interval=10.0)
+    h.add_nodes(1)  # 8 units: one job of 8 runs at a time
+    h.add_job("run", min=1, max=1, units=8)
+    for i in range(SHOWN_POSITIONS + 2):
+        h.add_job(f"w{i:03d}", min=1, max=1, units=8)
+    await h.loop.run_once()
+    assert h.status("w000")["queuePosition"] == 1
+    assert h.status(f"w{SHOWN_POSITIONS - 1:03d}")["queuePosition"] == SHOWN_POSITIONS
+    assert h.status(f"w{SHOWN_POSITIONS:03d}").get("queuePosition") is None  # beyond the head
+    written = len(h.client.patches)
+    # The running job finishes: w000 is admitted and every waiting job moves up one place.
+    h.update_job("run", lambda o: o["status"].update(stage="Completed"))
+    await h.clock.advance(1)
+    await h.loop.run_once()
+    assert h.status("w000")["stage"] == "Running"
+    # Written: w000 (admitted) and run (finished, so it holds nothing: size 0).
+    assert len(h.client.patches) == written + 2, "the moves wait for the next round"
+    assert h.status("w001")["queuePosition"] == 2
+    assert h.loop.last_plan is not None
+    assert h.loop.last_plan["FakeJob/ns/w001"].queue_position == 1
+    # The round is due 10 s after the last one: every shown job that moved is written once.
+    await h.clock.advance(9)
+    await h.loop.run_once()
+    assert h.status("w001")["queuePosition"] == 1
+    assert h.status(f"w{SHOWN_POSITIONS:03d}")["queuePosition"] == SHOWN_POSITIONS
+    assert h.status(f"w{SHOWN_POSITIONS + 1:03d}").get("queuePosition") is None
+    assert len(h.client.patches) == written + 2 + SHOWN_POSITIONS
 
 
 # --------------------------------------------------------------------------- restart

@@ -11,18 +11,24 @@ Contract:
   ``retry_delay`` seconds later.
 - **What is written**: a job is patched when its decision changed persisted state other than
   accounting (``plan.changed(key, include_accounting=False)``), or when the persisted
-  ``queuePosition`` differs from the plan's (``lastDecision`` rides along with other changes
+  ``queuePosition`` differs from the one to show (``snapshot.shown_position``: the first 100
+  waiting jobs). Position-only changes are written in rounds at most every
+  ``position_interval`` (10 s, as Kueue refreshed its pending-workload positions every few
+  seconds), from a pass the loop wakes for, so a queue that moves on every pass costs one
+  write per shown job per round, not per pass (``lastDecision`` rides along with other writes
   only: the reason's wording alone never costs a write). The patch always carries every
   scheduler field, accounting included. An accounting-only change (``attainedService``,
-  ``serviceUpdatedTime`` of a running job) is flushed when the plan's ``serviceUpdatedTime`` is at
-  least ``accounting_flush`` (60 s) past the persisted one; passes are not scheduled just for
-  that. Service accrues from the persisted pair at the persisted size, and every size change is
-  written, so a restarted operator computes the same service (and the same decisions) anyway.
+  ``serviceUpdatedTime`` of a running job) is never written alone: it rides along with the next
+  other write (flushing it every minute cost one write per running job per minute: 9,110 status
+  patches for 1,000 MPIJobs in the throughput bench). Service accrues from the persisted pair at
+  the persisted size, and every size change is written, so a restarted operator computes the
+  same service (and the same decisions) anyway; ``attainedService`` is shown as of
+  ``serviceUpdatedTime``.
   A ``requeueTime`` that only starts the pending clock (the persisted one is unset and the new
   one is the job's ``pending_since``, which the pods themselves give a restarted operator) is
-  written once it is ``accounting_flush`` old, from a pass the loop wakes for then, or earlier
-  with any other write: pods that start within that time cost no write at all (nor one to
-  clear it).
+  written once it is ``requeue_write_delay`` (60 s) old, from a pass the loop wakes for then, or
+  earlier with any other write: pods that start within that time cost no write at all (nor
+  one to clear it).
 - **Read-your-writes**: the patched object returned by each write stands in for the cached one
   while the cache still shows a version that write superseded (the one it was based on, or an
   earlier write of ours), so a pass that runs before the watch delivers our own writes neither
@@ -43,6 +49,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -81,6 +88,7 @@ from lattice.scheduler.loop.snapshot import (
     node_signature,
     node_views,
     pod_signature,
+    shown_position,
     status_fields,
     status_patch,
     takes_capacity,
@@ -89,6 +97,15 @@ from lattice.scheduler.loop.snapshot import (
 __all__ = ["STAGE_LABELS", "SchedulerLoop"]
 
 _REQUEUE_ONLY = frozenset({"requeue_time"})
+
+
+class _Need(enum.Enum):
+    """What a job's status needs after a pass."""
+
+    NOTHING = enum.auto()
+    WRITE = enum.auto()  # persisted state changed: write now
+    MOVED = enum.auto()  # only the shown queuePosition changed: write with the next round
+
 
 log = structlog.get_logger(__name__)
 
@@ -144,7 +161,8 @@ class SchedulerLoop:
         context: ContextSource,
         config: SchedulerConfig,
         concurrency: int = 16,
-        accounting_flush: float = 60.0,
+        requeue_write_delay: float = 60.0,
+        position_interval: float = 10.0,
         retry_delay: float = 1.0,
         resync_period: float | None = 300.0,
         pins: Informer[Obj] | None = None,
@@ -168,7 +186,10 @@ class SchedulerLoop:
         self._context = context
         self._config = config
         self._concurrency = concurrency
-        self._flush = timedelta(seconds=accounting_flush)
+        self._requeue_delay = timedelta(seconds=requeue_write_delay)
+        self._position_interval = timedelta(seconds=position_interval)
+        #: When position-only changes were last written (a round), or None.
+        self._positions_written: datetime | None = None
         self._retry_delay = retry_delay
         self._resync = resync_period
         # Static part of the context, for the trigger filters (unit and selector never change).
@@ -352,8 +373,9 @@ class SchedulerLoop:
 
     def _needs_write(
         self, plan: Plan, entry: _Entry, now: datetime, flushes: list[datetime]
-    ) -> bool:
-        """Whether to patch ``entry`` now; a deferred write appends its due time to ``flushes``."""
+    ) -> _Need:
+        """What ``entry`` needs this pass; a deferred requeueTime appends its due time to
+        ``flushes``."""
         decision = plan[entry.view.key]
         state = decision.changed_fields - ACCOUNTING_FIELDS
         due = self._requeue_due(entry.view, decision) if state == _REQUEUE_ONLY else None
@@ -361,14 +383,13 @@ class SchedulerLoop:
             flushes.append(due)
             state = frozenset()
         if state:
-            return True
-        previous = entry.previous
-        if previous.get("queuePosition") != decision.queue_position:
-            return True
-        if not decision.changed_fields & ACCOUNTING_FIELDS:
-            return False
-        last, new = entry.view.service_updated_at, decision.service_updated_at
-        return last is None or new is None or new - last >= self._flush
+            return _Need.WRITE
+        accounting = decision.changed_fields & ACCOUNTING_FIELDS
+        if accounting and None in (entry.view.service_updated_at, decision.service_updated_at):
+            return _Need.WRITE  # a running job's service clock is persisted once
+        if entry.previous.get("queuePosition") != shown_position(decision):
+            return _Need.MOVED
+        return _Need.NOTHING
 
     def _requeue_due(self, view: JobView, decision: Decision) -> datetime | None:
         """When a requeueTime that only starts the pending clock must be written (see the
@@ -376,7 +397,7 @@ class SchedulerLoop:
         start = decision.requeue_time
         if view.requeue_time is not None or start is None or start != view.pending_since:
             return None
-        return start + self._flush
+        return start + self._requeue_delay
 
     async def run_once(self) -> Plan:
         """One pass: snapshot, decide, write, record events and metrics. Returns the plan."""
@@ -393,7 +414,17 @@ class SchedulerLoop:
         )
         plan = schedule(snapshot, now)
         flushes: list[datetime] = []
-        todo = [e for e in entries.values() if self._needs_write(plan, e, now, flushes)]
+        needs = {key: self._needs_write(plan, e, now, flushes) for key, e in entries.items()}
+        todo = [entries[key] for key, need in needs.items() if need is _Need.WRITE]
+        moved = [entries[key] for key, need in needs.items() if need is _Need.MOVED]
+        last = self._positions_written
+        round_due = None if last is None else last + self._position_interval
+        if round_due is None or now >= round_due:
+            todo += moved
+            if moved or round_due is None:  # the first pass counts as a round
+                self._positions_written = now
+        elif moved:
+            flushes.append(round_due)
         log.debug(
             "scheduler.decided",
             now=now.isoformat(),

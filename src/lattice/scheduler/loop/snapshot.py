@@ -25,9 +25,12 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   phase Pending. Demand (priority, sizes, units, suspended) comes from ``plugin.demand``.
 - :func:`status_fields` is the inverse: the complete scheduler block (camelCase wire names of
   ``lattice.api.common.SchedulingStatus``) persisting a ``Decision``; ``None`` values are written
-  as JSON null, which a merge patch turns into a removal. ``lastExecTime`` becomes ``now`` when
-  the size goes from 0 to more, and is carried over otherwise. ``reason``/``message`` are left to
-  the kind reconciler. :func:`status_patch` nests it at the plugin's path for a merge patch.
+  as JSON null, which a merge patch turns into a removal. ``queuePosition`` is shown for the
+  first :data:`SHOWN_POSITIONS` waiting jobs only (:func:`shown_position`): a job further back
+  has none, so that one admission does not rewrite thousands of statuses. ``lastExecTime``
+  becomes ``now`` when the size goes from 0 to more, and is carried over otherwise.
+  ``reason``/``message`` are left to the kind reconciler. :func:`status_patch` nests it at the
+  plugin's path for a merge patch.
 - Trigger relevance: an informer update matters to the scheduler only when the object's
   signature changes. :func:`job_signature`: uid, spec, labels, annotations and whether it is
   finished (so the scheduler's own status writes are not a change). :func:`pod_signature`:
@@ -57,6 +60,7 @@ from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
 __all__ = [
     "BLOCKING_TAINT_EFFECTS",
     "FINISHED_STAGES",
+    "SHOWN_POSITIONS",
     "TERMINAL_CONDITIONS",
     "Invalid",
     "ceil_second",
@@ -71,11 +75,15 @@ __all__ = [
     "node_views",
     "parse_time",
     "pod_signature",
+    "shown_position",
     "status_fields",
     "status_patch",
     "takes_capacity",
 ]
 
+#: How many waiting jobs get a persisted ``queuePosition`` (Kueue's ClusterQueue status likewise
+#: listed only the head of the queue).
+SHOWN_POSITIONS = 100
 BLOCKING_TAINT_EFFECTS: frozenset[str] = frozenset({"NoSchedule", "NoExecute"})
 FINISHED_STAGES: frozenset[str] = frozenset({Stage.COMPLETED, Stage.WRONG, "Cancelled"})
 TERMINAL_CONDITIONS: frozenset[str] = frozenset({"Succeeded", "Failed", "Complete"})
@@ -303,7 +311,7 @@ def status_fields(
         "queuedTime": format_time(decision.queued_time),
         "requeueTime": format_time(decision.requeue_time),
         "cooldownTime": format_time(decision.cooldown_time),
-        "queuePosition": decision.queue_position,
+        "queuePosition": shown_position(decision),
         "requeueCount": decision.requeue_count,
         "attainedService": decision.attained_service,
         "serviceUpdatedTime": format_time(decision.service_updated_at),
@@ -311,6 +319,13 @@ def status_fields(
         "lastResizeTime": format_time(decision.last_resize_time),
         "lastDecision": decision.reason,
     }
+
+
+def shown_position(decision: Decision) -> int | None:
+    """The ``queuePosition`` persisted for ``decision``: its position if among the first
+    :data:`SHOWN_POSITIONS`, else ``None``."""
+    position = decision.queue_position
+    return position if position is not None and position <= SHOWN_POSITIONS else None
 
 
 def status_patch(
