@@ -18,8 +18,9 @@ from prometheus_client import CollectorRegistry
 
 from lattice.clock import FakeClock
 from lattice.config import Settings
+from lattice.frameworks.base import OperatorContext
 from lattice.kube import Conflict, NotFound, Resource
-from lattice.kube.resources import NODES, PODS
+from lattice.kube.resources import NODES, PODS, PRIORITY_CLASSES
 from lattice.runtime.events import ObjectRef
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import Metrics
@@ -167,6 +168,7 @@ class Harness:
         self.pods = self._informer(PODS, pod_info, indexes=POD_INDEXES)
         self.foreign = self._informer(PODS, foreign_pod_usage)
         self.nodes = self._informer(NODES, node_info)
+        self.priority_classes: Informer[Obj] = self._informer(PRIORITY_CLASSES, keep_raw)
         self.recorder = FakeRecorder()
         self.registry = CollectorRegistry()
         loop_kwargs.setdefault("resync_period", None)
@@ -180,7 +182,9 @@ class Harness:
             pods=self.pods,
             foreign_pods=self.foreign,
             nodes=self.nodes,
-            context=ContextSource(Settings(scheduling_unit=unit)),
+            context=ContextSource(
+                Settings(scheduling_unit=unit), priority_classes=self.priority_classes
+            ),
             config=config or SchedulerConfig(),
             **loop_kwargs,
         )
@@ -416,6 +420,38 @@ async def test_positions_are_shown_for_the_head_of_the_queue_and_written_in_roun
     assert h.status(f"w{SHOWN_POSITIONS:03d}")["queuePosition"] == SHOWN_POSITIONS
     assert h.status(f"w{SHOWN_POSITIONS + 1:03d}").get("queuePosition") is None
     assert len(h.client.patches) == written + 2 + SHOWN_POSITIONS
+
+
+class CountingPlugin(FakePlugin):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parsed: list[str] = []
+
+    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Mapping[str, Any]:
+        self.parsed.append(obj["metadata"]["name"])
+        return super().parse(obj, ctx)
+
+
+async def test_a_job_is_parsed_again_only_when_its_object_or_the_context_changes() -> None:
+    plugin = CountingPlugin()
+    h = Harness(plugins=[plugin])
+    h.add_nodes(1)
+    h.add_job("a")
+    h.add_job("b", min=2, max=2)
+    await h.loop.run_once()  # parses both, then writes both (new resourceVersions)
+    await h.loop.run_once()  # our own writes: the patched objects are new versions
+    plugin.parsed.clear()
+    for _ in range(3):
+        await h.loop.run_once()
+    assert plugin.parsed == []
+    h.update_job("b", lambda o: o["spec"].update(max=3))
+    plan = await h.loop.run_once()
+    assert plugin.parsed == ["b"]
+    assert "max 3" in plan["FakeJob/ns/b"].reason  # the new demand is used
+    urgent = {"metadata": {"name": "urgent", "resourceVersion": "1"}, "value": 100}
+    h.priority_classes.on_event("ADDED", urgent)
+    await h.loop.run_once()
+    assert sorted(plugin.parsed) == ["a", "b", "b"]
 
 
 # --------------------------------------------------------------------------- restart
