@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -103,6 +104,55 @@ def proc_usage(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     return rss, (int(fields[11]) + int(fields[12])) / ticks
+
+
+def control_plane_pids() -> list[int]:
+    """PIDs of the local control plane's processes (``$RUN/*.pid``) that are alive."""
+    pids = []
+    for path in sorted(RUN.glob("*.pid")):
+        text = path.read_text().strip()
+        if text.isdigit() and Path(f"/proc/{text}").exists():
+            pids.append(int(text))
+    return pids
+
+
+def set_affinity(pids: list[int], cpus: str) -> None:
+    """Pin every thread of ``pids`` to ``cpus`` (a taskset list such as ``0`` or ``0-1``)."""
+    for pid in pids:
+        argv = ["taskset", "-a", "-p", "-c", cpus, str(pid)]
+        subprocess.run(argv, check=True, capture_output=True)
+
+
+class Pinning:
+    """On >= 2 cores with taskset: the control plane on core 0, the operators on core 1."""
+
+    def __init__(self, mode: str) -> None:
+        cores = os.cpu_count() or 1
+        self.active = mode == "on" or (
+            mode == "auto" and cores >= 2 and shutil.which("taskset") is not None
+        )
+        self._all = f"0-{cores - 1}"
+        self._pids = control_plane_pids() if self.active else []
+
+    def __enter__(self) -> Pinning:
+        set_affinity(self._pids, "0")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        set_affinity(self._pids, self._all)
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """``cmd`` run on the operators' core."""
+        return ["taskset", "-c", "1", *cmd] if self.active else cmd
+
+    def describe(self) -> str:
+        if not self.active:
+            return "not pinned"
+        return (
+            f"control plane ({len(self._pids)} processes: etcd, kube-apiserver, controller-manager,"
+            " scheduler, kwok) pinned to core 0; operator under test pinned to core 1; the bench"
+            " client (creates and the pod watch) unpinned"
+        )
 
 
 def start_process(cmd: list[str], log: Any) -> subprocess.Popen[bytes]:
@@ -366,7 +416,19 @@ async def main() -> None:
         default=[],
         help="extra argument for `lattice run` (repeatable), e.g. --operator-arg=--qps=0",
     )
+    ap.add_argument(
+        "--pin",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="auto: pin the control plane to core 0 and the operators to core 1 on >= 2 cores",
+    )
     a = ap.parse_args()
+    pinning = Pinning(a.pin)
+    with pinning:
+        await run(a, pinning)
+
+
+async def run(a: argparse.Namespace, pinning: Pinning) -> None:
 
     kubeconfig = str(RUN / "kubeconfig")
     client = await connect(kubeconfig=kubeconfig)
@@ -399,6 +461,7 @@ async def main() -> None:
         return name
 
     print(f"nproc={os.cpu_count()} jobs={a.jobs} workers={a.workers} nodes={a.nodes} pool={pool}")
+    print(f"setup: {pinning.describe()}")
     try:
         ns = await new_ns("bare")
         ceil = await ceiling(client, ns, n=a.ceiling_pods, concurrency=a.concurrency, pool=pool)
@@ -426,7 +489,7 @@ async def main() -> None:
         results["lattice"] = await workload(
             client,
             label="lattice",
-            cmd=lattice_cmd,
+            cmd=pinning.wrap(lattice_cmd),
             ns=ns,
             jobs=a.jobs,
             workers=a.workers,
@@ -458,7 +521,7 @@ async def main() -> None:
             results["mpi-operator"] = await workload(
                 client,
                 label="mpiop",
-                cmd=peer_cmd,
+                cmd=pinning.wrap(peer_cmd),
                 ns=ns,
                 jobs=a.jobs,
                 workers=a.workers,
