@@ -1,0 +1,588 @@
+"""TrainingJob throughput on the real local control plane, against a bare-client ceiling and
+Kubeflow training-operator's PyTorchJob (issue 9).
+
+Needs a running control plane (``make cluster-up``) with Lattice's CRDs applied. It prints
+numbers; it is never a test. Steps, all in the same run, on a fresh pool of ``--nodes`` kwok nodes
+(32 CPUs, 250 pods each, so capacity is ample) and fresh namespaces, all deleted at the end:
+
+1. **ceiling**: a bare asyncio client creates ``--ceiling-pods`` pods (``--concurrency`` in
+   flight): pods/s (``bench_throughput.ceiling``).
+2. **lattice**: ``lattice run`` (default workers and QPS, ``--scheduling-unit cpu``,
+   ``--namespaces <ns>``, the pool's node selector from a file) and ``--jobs`` TrainingJobs
+   (``breezeml.ai/v1``) of fixed size ``minSize = maxSize = --workers``.
+3. **peer**: training-operator (``--peer-bin``, default
+   ``~/.cache/lattice/bin/training-operator-v1.8.1/training-operator``) with
+   ``--enable-scheme=pytorchjob --namespace <its ns>``, default controller threads (1) and QPS
+   (controller-runtime's 20/30); ``--jobs`` PyTorchJobs (``kubeflow.org/v1``) of 1 Master +
+   ``--workers - 1`` Workers, so both kinds make ``--workers`` pods per job. Only the pytorchjobs
+   CRD is installed (from the module cache, ``kubectl apply --server-side``; deleted at the end
+   when this bench installed it): Lattice serves MXJob and MPIJob with its own CRDs.
+
+Per operator (see ``bench_throughput`` for how each is measured): time from the first create to
+all pods seen by a watch, jobs/s, pods/s and % of the ceiling, p50/p99 latency from a job's create
+to all of its pods, API writes per job (delta of the apiserver's ``apiserver_request_total``,
+all clients, and the operator's own ``rest_client_requests_total``), peak RSS and CPU seconds;
+then the ratio lattice / peer jobs/s. The clock starts once an operator is ready: Lattice's
+``/readyz`` (every informer synced), the peer's "Starting workers" for ``pytorchjob-controller``.
+
+Running training-operator v1.8 out of cluster (what ``cmd/training-operator.v1/main.go`` and
+``pkg/cert`` need before any controller starts; controllers are set up only after the cert
+rotator closes ``certsReady``):
+
+- the Secret ``training-operator-webhook-cert`` must exist in ``$MY_POD_NAMESPACE`` (default
+  ``kubeflow``): the rotator only GETs and UPDATEs it. The bench creates it, empty, in the peer's
+  namespace and sets ``MY_POD_NAMESPACE`` to that namespace.
+- ``/tmp/k8s-webhook-server/serving-certs/tls.crt`` must appear (hard-coded ``certDir``; in a pod
+  the kubelet mounts the Secret there), else the rotator gives up and the manager exits. The bench
+  copies ``tls.crt``/``tls.key`` from the Secret there once the rotator has filled it, and
+  removes them (and the directories it created) at the end.
+- no ValidatingWebhookConfiguration: the rotator logs "Webhook not found" and still marks the CA
+  injected. Without one the apiserver never calls the webhook (which, out of cluster, it could
+  not reach), so PyTorchJob creates are not validated by it.
+- free ports for ``--metrics-bind-address``, ``--health-probe-bind-address`` and
+  ``--webhook-server-port``; ``KUBECONFIG`` in the environment.
+
+Usage: ``python bench/bench_trainingjob_throughput.py [--jobs 200] [--workers 4] [--nodes 100]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from lattice.clock import RealClock
+from lattice.kube.client import RestClient, connect
+from lattice.kube.errors import ApiError
+from lattice.kube.resources import CRDS, NAMESPACES, PODS, SECRETS, Resource
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_throughput import (
+    POOL_LABEL,
+    REPO,
+    RUN,
+    PodWatch,
+    apiserver_writes,
+    ceiling,
+    free_port,
+    is_file,
+    kubectl,
+    operator_breakdown,
+    pct,
+    proc_usage,
+    report,
+    run_text,
+    scrape,
+)
+
+clock = RealClock()
+PEER_VERSION = "v1.8.1"
+TRAININGJOB = Resource("breezeml.ai", "v1", "trainingjobs", "TrainingJob")
+PYTORCHJOB = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+PYTORCHJOB_CRD = "pytorchjobs.kubeflow.org"
+PEER_CONTROLLER = "pytorchjob-controller"
+# training-operator v1.8.1 pkg/cert: certDir and the default --webhook-secret-name
+CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+WEBHOOK_SECRET = "training-operator-webhook-cert"
+RESOURCES = {"limits": {"cpu": "100m", "memory": "64Mi"}}
+
+JobFactory = Callable[[str], dict[str, Any]]
+Ready = Callable[[subprocess.Popen[bytes], Path], Awaitable[None]]
+
+
+def go_modcache() -> Path:
+    with contextlib.suppress(OSError, subprocess.CalledProcessError):
+        out = run_text(["go", "env", "GOMODCACHE"]).stdout.strip()
+        if out:
+            return Path(out)
+    return Path.home() / "go/pkg/mod"
+
+
+def trainingjob(name: str, workers: int, pool: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "breezeml.ai/v1",
+        "kind": "TrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "minSize": workers,
+            "maxSize": workers,
+            "replicaSpecs": {
+                "template": {
+                    "spec": {
+                        "nodeSelector": {POOL_LABEL: pool},
+                        "containers": [
+                            {
+                                "name": "trainingjob",
+                                "image": "example.com/train:1",
+                                "command": ["python", "main.py"],
+                                "resources": RESOURCES,
+                            }
+                        ],
+                    }
+                }
+            },
+        },
+    }
+
+
+def pytorchjob(name: str, workers: int, pool: str) -> dict[str, Any]:
+    def replica(n: int) -> dict[str, Any]:
+        return {
+            "replicas": n,
+            "restartPolicy": "OnFailure",
+            "template": {
+                "spec": {
+                    "nodeSelector": {POOL_LABEL: pool},
+                    "containers": [
+                        {
+                            "name": "pytorch",
+                            "image": "example.com/train:1",
+                            "command": ["python", "main.py"],
+                            "resources": RESOURCES,
+                        }
+                    ],
+                }
+            },
+        }
+
+    specs = {"Master": replica(1)}
+    if workers > 1:
+        specs["Worker"] = replica(workers - 1)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"runPolicy": {"cleanPodPolicy": "None"}, "pytorchReplicaSpecs": specs},
+    }
+
+
+def queue_breakdown(text: str, queue: str) -> str:
+    """controller-runtime's workqueue and reconcile metrics for one controller."""
+    sums: dict[tuple[str, str], float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if (s.labels.get("name") or s.labels.get("controller")) != queue:
+                continue
+            key = (s.name, s.labels.get("result", ""))
+            sums[key] = sums.get(key, 0.0) + s.value
+    adds = sums.get(("workqueue_adds_total", ""), 0.0)
+    if not adds:
+        return f"{queue}: no workqueue metrics"
+    wait = sums.get(("workqueue_queue_duration_seconds_sum", ""), 0.0)
+    work = sums.get(("workqueue_work_duration_seconds_sum", ""), 0.0)
+    results = {k[1]: v for k, v in sums.items() if k[0] == "controller_runtime_reconcile_total"}
+    return (
+        f"{queue}: adds {adds:.0f}, retries {sums.get(('workqueue_retries_total', ''), 0):.0f}, "
+        f"mean queue wait {wait / adds:.3f}s, reconcile time {work:.1f}s total, {results}"
+    )
+
+
+def http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            return bool(r.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+async def until(
+    what: str, check: Callable[[], Awaitable[bool]], proc: subprocess.Popen[bytes], log: Path
+) -> None:
+    deadline = clock.monotonic() + 180.0
+    while not await check():
+        if proc.poll() is not None:
+            raise SystemExit(f"operator exited {proc.returncode} waiting for {what}; see {log}")
+        if clock.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}; see {log}")
+        await clock.sleep(0.2)
+
+
+def lattice_ready(probe_port: int) -> Ready:
+    async def ready(proc: subprocess.Popen[bytes], log: Path) -> None:
+        url = f"http://127.0.0.1:{probe_port}/readyz"
+
+        async def ok() -> bool:
+            return await asyncio.to_thread(http_ok, url)
+
+        await until("lattice /readyz", ok, proc, log)
+
+    return ready
+
+
+def mount_certs(data: dict[str, str], created: list[Path]) -> None:
+    """Write the Secret's tls.crt/tls.key into CERT_DIR, as the kubelet's Secret volume would."""
+    for d in reversed([CERT_DIR, *CERT_DIR.parents]):
+        if not d.exists():
+            d.mkdir()
+            created.append(d)
+    for key in ("tls.crt", "tls.key"):
+        path = CERT_DIR / key
+        if path.exists():
+            print(f"  [peer] overwriting {path}")
+        path.write_bytes(base64.b64decode(data[key]))
+        path.chmod(0o600)
+        created.append(path)
+
+
+def log_has(log: Path, *words: str) -> bool:
+    """Whether one line of ``log`` contains every word."""
+    text = log.read_text(errors="replace")
+    return any(all(w in line for w in words) for line in text.splitlines())
+
+
+def spawn(cmd: list[str], log: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def peer_ready(client: RestClient, ns: str, created: list[Path]) -> Ready:
+    """Play the kubelet's part (mount the rotator's Secret at CERT_DIR), then wait until the
+    PyTorchJob controller's workers start (its caches have synced). Every directory and file
+    written is appended to ``created``, for the cleanup."""
+
+    async def ready(proc: subprocess.Popen[bytes], log: Path) -> None:
+        data: dict[str, str] = {}
+
+        async def filled() -> bool:
+            nonlocal data
+            secret = await client.get(SECRETS, WEBHOOK_SECRET, namespace=ns)
+            data = dict(secret.get("data") or {})
+            return "tls.crt" in data and "tls.key" in data
+
+        await until(f"the cert rotator to fill Secret {WEBHOOK_SECRET}", filled, proc, log)
+        mount_certs(data, created)
+
+        async def started() -> bool:
+            return log_has(log, "Starting workers", PEER_CONTROLLER)
+
+        await until(f"{PEER_CONTROLLER} workers", started, proc, log)
+
+    return ready
+
+
+async def workload(
+    client: RestClient,
+    *,
+    label: str,
+    cmd: list[str],
+    env: dict[str, str],
+    ready: Ready,
+    res: Resource,
+    make: JobFactory,
+    ns: str,
+    jobs: int,
+    want: int,
+    concurrency: int,
+    metrics_url: str,
+    breakdown: Callable[[str], str],
+    timeout: float,
+) -> dict[str, float]:
+    log_path = RUN / "log" / f"bench-{label}.log"
+    log = log_path.open("wb")
+    proc = spawn(cmd, log, env)
+    watch = PodWatch(client, ns)
+    watcher = asyncio.create_task(watch.run())
+    try:
+        t_start = clock.monotonic()
+        await ready(proc, log_path)
+        print(f"  [{label}] ready {clock.monotonic() - t_start:.1f}s after start")
+        await clock.sleep(2.0)
+        before = apiserver_writes()
+        created: dict[str, float] = {}
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(i: int) -> None:
+            name = f"{label}-{i:05d}"
+            async with gate:
+                created[name] = clock.monotonic()
+                await client.create(res, make(name), namespace=ns)
+
+        t0 = clock.monotonic()
+        await asyncio.gather(*(one(i) for i in range(jobs)))
+        t_created = clock.monotonic() - t0
+        deadline = t0 + timeout
+        while sum(1 for p in watch.seen.values() if len(p) >= want) < jobs:
+            if clock.monotonic() > deadline or proc.poll() is not None:
+                break
+            watch.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watch.changed.wait(), 1.0)
+        complete = {j: max(p.values()) for j, p in watch.seen.items() if len(p) >= want}
+        t_all = max(complete.values(), default=clock.monotonic()) - t0
+        lat = [complete[j] - created[j] for j in complete if j in created]
+        after = apiserver_writes()
+        alive = proc.poll() is None
+        rss, cpu = proc_usage(proc.pid) if alive else (float("nan"),) * 2
+        if not alive:
+            print(f"  [{label}] OPERATOR EXITED {proc.returncode}; see {log_path}")
+        if len(complete) < jobs:
+            print(f"  [{label}] only {len(complete)} of {jobs} jobs got all {want} pods")
+        delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+        own = conflicts = float("nan")
+        with contextlib.suppress(OSError):
+            text = scrape(metrics_url)
+            own = conflicts = 0.0
+            for fam in text_string_to_metric_families(text):
+                for s in fam.samples:
+                    if s.name != "rest_client_requests_total":
+                        continue
+                    if s.labels.get("method") in {"POST", "PUT", "PATCH", "DELETE"}:
+                        own += s.value
+                    if s.labels.get("code") == "409":
+                        conflicts += s.value
+            print(f"  [{label}] operator: {breakdown(text)}")
+        top = sorted(delta.items(), key=lambda kv: -kv[1])[:8]
+        print(
+            f"  [{label}] apiserver writes by resource: "
+            + ", ".join(f"{k}={v:.0f}" for k, v in top if v)
+        )
+        return {
+            "jobs_done": float(len(complete)),
+            "create_s": t_created,
+            "all_pods_s": t_all,
+            "jobs_per_s": len(complete) / t_all if t_all > 0 else 0.0,
+            "pods_per_s": len(complete) * want / t_all if t_all > 0 else 0.0,
+            "p50": pct(lat, 0.5),
+            "p99": pct(lat, 0.99),
+            "writes_per_job": sum(delta.values()) / jobs,
+            # Neither operator deletes while creating; DELETEs in the window are other clients'
+            # (the namespace controller emptying earlier runs' namespaces).
+            "writes_no_delete_per_job": sum(v for k, v in delta.items() if k[:6] != "DELETE")
+            / jobs,
+            "own_writes_per_job": own / jobs,
+            "conflicts": conflicts,
+            "rss_mib": rss,
+            "cpu_s": cpu,
+        }
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+async def force_delete_pods(client: RestClient, ns: str, concurrency: int) -> None:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(name: str) -> None:
+        async with gate:
+            with contextlib.suppress(ApiError):
+                await client.delete(PODS, name, namespace=ns, grace_period_seconds=0)
+
+    with contextlib.suppress(ApiError):
+        listed = await client.list(PODS, namespace=ns)
+        await asyncio.gather(*(one(p["metadata"]["name"]) for p in listed.get("items") or []))
+
+
+def table(results: dict[str, dict[str, float]], ceil: float) -> None:
+    print("\n| operator | jobs | all pods | jobs/s | pods/s (% of ceiling) | p50 / p99 |")
+    print("|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(
+            f"| {name} | {r['jobs_done']:.0f} | {r['all_pods_s']:.1f} s | {r['jobs_per_s']:.2f} "
+            f"| {r['pods_per_s']:.1f} ({r['pods_per_s'] / ceil:.0%}) "
+            f"| {r['p50']:.2f} / {r['p99']:.2f} s |"
+        )
+    print(
+        "\n| operator | apiserver writes/job: all, w/o DELETE (operator's own) "
+        "| operator 409s | peak RSS | CPU |"
+    )
+    print("|---|---|---|---|---|")
+    for name, r in results.items():
+        print(
+            f"| {name} | {r['writes_per_job']:.1f}, {r['writes_no_delete_per_job']:.1f} "
+            f"({r['own_writes_per_job']:.1f}) "
+            f"| {r['conflicts']:.0f} | {r['rss_mib']:.0f} MiB | {r['cpu_s']:.1f} s |"
+        )
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=4, help="pods per job (minSize = maxSize)")
+    ap.add_argument("--nodes", type=int, default=100)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--ceiling-pods", type=int, default=1000)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    default_peer = Path.home() / f".cache/lattice/bin/training-operator-{PEER_VERSION}"
+    ap.add_argument("--peer-bin", default=str(default_peer / "training-operator"))
+    ap.add_argument(
+        "--peer-crd",
+        default=str(
+            go_modcache()
+            / f"github.com/kubeflow/training-operator@{PEER_VERSION}"
+            / "manifests/base/crds/kubeflow.org_pytorchjobs.yaml"
+        ),
+    )
+    ap.add_argument("--no-peer", action="store_true")
+    ap.add_argument("--no-lattice", action="store_true")
+    ap.add_argument("--scheduling-unit", default="cpu")
+    ap.add_argument("--operator-arg", action="append", default=[])
+    a = ap.parse_args()
+
+    kubeconfig = str(RUN / "kubeconfig")
+    client = await connect(kubeconfig=kubeconfig)
+    pool = f"t{uuid.uuid4().hex[:6]}"
+    nodes = run_text(
+        [
+            sys.executable,
+            str(REPO / "hack/controlplane/nodes.py"),
+            "--count",
+            str(a.nodes),
+            "--gpus",
+            "8",
+            "--pods",
+            "250",
+            "--prefix",
+            pool,
+            "--label",
+            f"{POOL_LABEL}={pool}",
+        ]
+    ).stdout
+    kubectl("apply", "-f", "-", stdin=nodes)
+    selector = RUN / f"bench-{pool}.selector"
+    selector.write_text(f"{POOL_LABEL}={pool}\n")
+    namespaces: list[str] = []
+    written: list[Path] = []
+    crd_installed = False
+
+    async def new_ns(prefix: str) -> str:
+        name = f"{prefix}-{pool}"
+        await client.create(NAMESPACES, {"metadata": {"name": name}})
+        namespaces.append(name)
+        return name
+
+    print(f"nproc={os.cpu_count()} jobs={a.jobs} workers={a.workers} nodes={a.nodes} pool={pool}")
+    try:
+        ns = await new_ns("bare")
+        ceil = await ceiling(client, ns, n=a.ceiling_pods, concurrency=a.concurrency, pool=pool)
+        print(f"     ceiling: {ceil:.1f} pods/s (bare RestClient, {a.concurrency} in flight)")
+        results: dict[str, dict[str, float]] = {}
+        if not a.no_lattice:
+            ns = await new_ns("tj")
+            mport, pport = free_port(), free_port()
+            lattice_cmd = [
+                str(REPO / ".venv/bin/lattice"),
+                "run",
+                "--kubeconfig",
+                kubeconfig,
+                "--namespaces",
+                ns,
+                "--metrics-addr",
+                f"127.0.0.1:{mport}",
+                "--probe-addr",
+                f"127.0.0.1:{pport}",
+                "--node-selector-path",
+                str(selector),
+                "--scheduling-unit",
+                a.scheduling_unit,
+                *a.operator_arg,
+            ]
+            results["lattice"] = await workload(
+                client,
+                label="lattice",
+                cmd=lattice_cmd,
+                env=dict(os.environ),
+                ready=lattice_ready(pport),
+                res=TRAININGJOB,
+                make=lambda name: trainingjob(name, a.workers, pool),
+                ns=ns,
+                jobs=a.jobs,
+                want=a.workers,
+                concurrency=a.concurrency,
+                metrics_url=f"http://127.0.0.1:{mport}/metrics",
+                breakdown=operator_breakdown,
+                timeout=a.timeout,
+            )
+            report("lattice", results["lattice"], ceil)
+        peer = Path(a.peer_bin)
+        if a.no_peer:
+            print("training-operator: skipped (--no-peer)")
+        elif not is_file(peer):
+            print(f"training-operator: skipped, no binary at {peer} (see bench/RESULTS.md)")
+        else:
+            try:
+                await client.get(CRDS, PYTORCHJOB_CRD)
+            except ApiError:
+                crd_installed = True
+                kubectl("apply", "--server-side", "-f", a.peer_crd)
+            kubectl("wait", "--for=condition=Established", f"crd/{PYTORCHJOB_CRD}")
+            ns = await new_ns("ptj")
+            await client.create(SECRETS, {"metadata": {"name": WEBHOOK_SECRET}}, namespace=ns)
+            mport, pport, wport = free_port(), free_port(), free_port()
+            peer_cmd = [
+                str(peer),
+                "--enable-scheme=pytorchjob",
+                "--namespace",
+                ns,
+                "--metrics-bind-address",
+                f"127.0.0.1:{mport}",
+                "--health-probe-bind-address",
+                f"127.0.0.1:{pport}",
+                "--webhook-server-port",
+                str(wport),
+            ]
+            env = dict(os.environ, KUBECONFIG=kubeconfig, MY_POD_NAMESPACE=ns, TMPDIR="/tmp")
+            results["training-operator"] = await workload(
+                client,
+                label="ptjop",
+                cmd=peer_cmd,
+                env=env,
+                ready=peer_ready(client, ns, written),
+                res=PYTORCHJOB,
+                make=lambda name: pytorchjob(name, a.workers, pool),
+                ns=ns,
+                jobs=a.jobs,
+                want=a.workers,
+                concurrency=a.concurrency,
+                metrics_url=f"http://127.0.0.1:{mport}/metrics",
+                breakdown=lambda text: queue_breakdown(text, PEER_CONTROLLER),
+                timeout=a.timeout,
+            )
+            report("training-op", results["training-operator"], ceil)
+        if "lattice" in results and "training-operator" in results:
+            ratio = results["lattice"]["jobs_per_s"] / max(
+                results["training-operator"]["jobs_per_s"], 1e-9
+            )
+            print(f"lattice / training-operator jobs/s: {ratio:.2f}x")
+        table(results, ceil)
+    finally:
+        for name in namespaces:
+            with contextlib.suppress(ApiError):
+                await client.delete(NAMESPACES, name)
+        # The pool's nodes go next, and kwok confirms no deletion of a pod whose node is gone
+        # (nor does a pod GC run here): without this, the namespaces would stay Terminating.
+        for name in namespaces:
+            await force_delete_pods(client, name, a.concurrency)
+        if crd_installed:
+            kubectl("delete", "crd", PYTORCHJOB_CRD, "--wait=false")
+        for path in reversed(written):
+            with contextlib.suppress(OSError):
+                if path.is_dir():
+                    path.rmdir()
+                else:
+                    path.unlink()
+        kubectl("delete", "node", "-l", f"{POOL_LABEL}={pool}", "--wait=false")
+        selector.unlink(missing_ok=True)
+        await client.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
