@@ -195,10 +195,16 @@ class Operator:
                 others=self.children,
             )
             name = kind.lower()
+            queue = RateLimitingQueue[str](
+                self.clock,
+                name=name,
+                metrics=self.metrics.queue(name),
+                priority=self._job_priority(kind),
+            )
             controller = Controller(
                 name=name,
                 reconciler=reconciler,
-                queue=RateLimitingQueue(self.clock, name=name, metrics=self.metrics.queue(name)),
+                queue=queue,
                 workers=settings.workers,
                 metrics=self.metrics,
                 clock=self.clock,
@@ -223,6 +229,15 @@ class Operator:
         self.add_runnable("scheduler", self.scheduler.run)
         self.add_runnable("events", self._run_recorder)
         self._watch_runtimes()
+
+    def _job_priority(self, kind: str) -> Callable[[str], int]:
+        """Reconciles run in job priority order (as the scheduler last saw it), so a
+        high-priority job's pods are not created behind a backlog of lower ones."""
+
+        def priority(key: str) -> int:
+            return self.scheduler.priority_of(kind, key)
+
+        return priority
 
     def _watch_runtimes(self) -> None:
         """A runtime added, changed or deleted re-enqueues the TrainJobs naming it (a job waiting

@@ -81,6 +81,7 @@ from lattice.controllers.jobstatus import (
     get_path,
     parse_opt_time,
     put_condition,
+    reconcile_signature,
     replica_statuses,
     with_nulls,
     with_path,
@@ -218,6 +219,12 @@ class JobReconciler:
                 self._exp.delete(self._exp_key(ns, name, "pods"))
                 self._exp.delete(self._exp_key(ns, name, "services"))
                 self._metrics.jobs_deleted.labels(ns, self._framework).inc()
+            elif (
+                old is not None
+                and new is not None
+                and reconcile_signature(old, self.plugin) == reconcile_signature(new, self.plugin)
+            ):
+                return  # only the scheduler's bookkeeping changed (queue position, times, ...)
             enqueue(f"{ns}/{name}")
 
         def on_pod(event: str, old: PodInfo | None, new: PodInfo | None) -> None:

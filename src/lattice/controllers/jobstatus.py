@@ -32,6 +32,7 @@ __all__ = [
     "get_path",
     "parse_opt_time",
     "put_condition",
+    "reconcile_signature",
     "replica_statuses",
     "with_nulls",
     "with_path",
@@ -48,6 +49,32 @@ def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Obj:
         if node is None:
             return {}
     return dict(node) if isinstance(node, Mapping) else {}
+
+
+#: The scheduler's fields a reconcile acts on. The others (queue position, queued and requeue
+#: times, attained service, last decision, ...) are the scheduler's bookkeeping: no reconcile
+#: reads them, so a change to them alone needs no reconcile.
+RECONCILED_SCHEDULING_FIELDS = ("stage", "currentSize", "completionTime")
+_VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
+
+
+def reconcile_signature(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> tuple[Any, ...]:
+    """What of a job object a reconcile depends on: metadata (but its resourceVersion and
+    managedFields), spec, the status block the reconciler keeps (``exec_path``), and the
+    scheduler's ``RECONCILED_SCHEDULING_FIELDS``. Two versions with equal signatures reconcile
+    alike, so an update between them need not enqueue the job."""
+    meta = obj.get("metadata") or {}
+    sched_path, exec_path = tuple(plugin.scheduling_path), tuple(plugin.exec_path)
+    own = get_path(obj, exec_path)
+    if sched_path[: len(exec_path)] == exec_path and len(sched_path) > len(exec_path):
+        own.pop(sched_path[len(exec_path)], None)  # the scheduling block nests in it (MPIJob)
+    sched = get_path(obj, sched_path)
+    return (
+        {k: v for k, v in meta.items() if k not in _VOLATILE_METADATA},
+        obj.get("spec"),
+        own,
+        tuple(sched.get(field) for field in RECONCILED_SCHEDULING_FIELDS),
+    )
 
 
 def with_path(status: Obj, path: Sequence[str], value: Obj) -> Obj:

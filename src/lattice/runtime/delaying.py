@@ -27,6 +27,7 @@ import asyncio
 import heapq
 import itertools
 import math
+from collections.abc import Callable
 
 from lattice.clock import Clock
 from lattice.runtime.workqueue import K, QueueMetrics, WorkQueue
@@ -47,9 +48,14 @@ class DelayingQueue(WorkQueue[K]):
         name: str = "",
         metrics: QueueMetrics | None = None,
         unfinished_work_period: float = 0.5,
+        priority: Callable[[K], int] | None = None,
     ) -> None:
         super().__init__(
-            clock, name=name, metrics=metrics, unfinished_work_period=unfinished_work_period
+            clock,
+            name=name,
+            metrics=metrics,
+            unfinished_work_period=unfinished_work_period,
+            priority=priority,
         )
         # heap of (ready_at, seq, key); an entry is live iff _waiting[key] == (ready_at, seq).
         # Moving a key earlier pushes a new entry and leaves the old one to be skipped.

@@ -24,7 +24,7 @@ All delays are float seconds on the injected clock. Single event loop, no locks.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
 from lattice.clock import Clock
@@ -161,9 +161,14 @@ class RateLimitingQueue(DelayingQueue[K]):
         name: str = "",
         metrics: QueueMetrics | None = None,
         unfinished_work_period: float = 0.5,
+        priority: Callable[[K], int] | None = None,
     ) -> None:
         super().__init__(
-            clock, name=name, metrics=metrics, unfinished_work_period=unfinished_work_period
+            clock,
+            name=name,
+            metrics=metrics,
+            unfinished_work_period=unfinished_work_period,
+            priority=priority,
         )
         self._rate_limiter: RateLimiter[K] = (
             rate_limiter if rate_limiter is not None else default_controller_rate_limiter(clock)

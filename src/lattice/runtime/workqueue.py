@@ -15,7 +15,9 @@ Invariants (quoted or paraphrased from client-go ``queue.go`` and ``doc.go``):
    collapse). Otherwise ``key`` becomes dirty; if it is being processed it is **not** queued, only
    marked dirty.
 4. ``get()``: waits until the queue is non-empty or the queue shuts down. It pops the oldest key
-   (FIFO among distinct keys), moves it into ``processing`` and out of ``dirty``.
+   (FIFO among distinct keys), moves it into ``processing`` and out of ``dirty``. With a
+   ``priority`` function it pops the queued key of highest priority instead, oldest first among
+   equals (see *Priority* below).
 5. ``done(key)``: removes ``key`` from ``processing``; *"if it has been marked as dirty again while
    it was being processed, it will be re-added to the queue for re-processing"*, exactly once.
 6. ``shutdown()`` drops every later ``add``. Keys already queued are still handed out; once the
@@ -24,6 +26,15 @@ Invariants (quoted or paraphrased from client-go ``queue.go`` and ``doc.go``):
    ``TestQueueDrainageUsingShutDownWithDrainWithDirtyItem``).
    ``shutdown_with_drain()`` does the same and then waits until ``processing`` is empty, which
    requires every worker to call ``done``; a later ``shutdown()`` stops that wait.
+
+Priority (an extension, like controller-runtime's ``priorityqueue``; client-go has none): an
+optional ``priority(key) -> int`` is asked whenever a key enters the queue order (``add`` of a
+key that is not dirty, the re-queue in ``done``, and ``add`` of a key that is already queued).
+A queued key keeps the highest priority it was given until a worker takes it; ``add`` of a
+queued key with a higher priority moves it up (it keeps its place among keys of that priority
+as if added now); a lower one changes nothing. Invariants 1-6 are unchanged: a key is still
+queued once and processed by one worker at a time. Without the function every key has
+priority 0 and the queue is FIFO. A function that raises is logged and counts as 0.
 
 Concurrency model: everything runs on one event loop; no method is thread-safe. Only ``get`` and
 ``shutdown_with_drain`` suspend. ``done`` on a key that is not being processed is a bug in the
@@ -41,15 +52,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
+
+import structlog
 
 from lattice.clock import Clock
 
 __all__ = ["NoopQueueMetrics", "QueueMetrics", "QueueShutDown", "WorkQueue"]
 
 K = TypeVar("K", bound=Hashable)
+
+log = structlog.get_logger(__name__)
 
 
 class QueueShutDown(Exception):
@@ -113,7 +130,8 @@ class NoopQueueMetrics:
 
 
 class WorkQueue(Generic[K]):
-    """A FIFO of distinct keys with client-go's dirty/processing rules (see the module docstring).
+    """A FIFO (or, with ``priority``, a priority queue) of distinct keys with client-go's
+    dirty/processing rules (see the module docstring).
 
     A worker loop::
 
@@ -135,12 +153,17 @@ class WorkQueue(Generic[K]):
         name: str = "",
         metrics: QueueMetrics | None = None,
         unfinished_work_period: float = 0.5,
+        priority: Callable[[K], int] | None = None,
     ) -> None:
         self.name = name
         self._clock = clock
-        # queue defines the order in which we work on keys; every key in it is in _dirty and
-        # not in _processing.
-        self._queue: deque[K] = deque()
+        self._priority = priority
+        # the order in which we work on keys: a heap of (-priority, seq, key), an entry live only
+        # while _queued[key] is its (-priority, seq); every key of _queued is in _dirty and not
+        # in _processing. Stale entries (a key moved up) are skipped when popped.
+        self._order: list[tuple[int, int, K]] = []
+        self._queued: dict[K, tuple[int, int]] = {}
+        self._order_seq = itertools.count()
         # every key that needs processing, whether queued or (again) while being processed.
         self._dirty: set[K] = set()
         # keys a worker holds; a key here may also be in _dirty, and is queued again on done().
@@ -160,11 +183,15 @@ class WorkQueue(Generic[K]):
 
     def add(self, key: K) -> None:
         """Mark ``key`` as needing processing (invariant 3). Never blocks."""
-        if self._shutting_down or key in self._dirty:
+        if self._shutting_down:
+            return
+        if key in self._dirty:
+            if self._priority is not None and key in self._queued:
+                self._push(key)  # moves it up if its priority rose
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
+            self._push(key)
             self._wake_one_getter()
         if self._timed:  # after the state change, so a raising hook cannot break the invariants
             self._added_at.setdefault(key, self._clock.monotonic())
@@ -181,7 +208,7 @@ class WorkQueue(Generic[K]):
             self._unfinished_task = asyncio.get_running_loop().create_task(
                 self._report_unfinished_work_loop(), name=f"workqueue-unfinished-{self.name}"
             )
-        while not self._queue:
+        while not self._queued:
             if self._shutting_down:
                 raise QueueShutDown(self.name)
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -193,10 +220,10 @@ class WorkQueue(Generic[K]):
                 with contextlib.suppress(ValueError):
                     self._getters.remove(waiter)
                 # we were woken for a key but cancelled before taking it: pass the wake-up on.
-                if self._queue and not waiter.cancelled():
+                if self._queued and not waiter.cancelled():
                     self._wake_one_getter()
                 raise
-        key = self._queue.popleft()
+        key = self._pop()
         self._processing.add(key)
         self._dirty.discard(key)
         if self._timed:
@@ -215,7 +242,7 @@ class WorkQueue(Generic[K]):
             raise ValueError(msg)
         self._processing.remove(key)
         if key in self._dirty:
-            self._queue.append(key)
+            self._push(key)
             self._wake_one_getter()
         if not self._processing:
             self._wake_drainers()
@@ -226,7 +253,7 @@ class WorkQueue(Generic[K]):
 
     def len(self) -> int:
         """Keys queued and not yet handed out; informational only (never gate on it)."""
-        return len(self._queue)
+        return len(self._queued)
 
     @property
     def shutting_down(self) -> bool:
@@ -272,6 +299,32 @@ class WorkQueue(Generic[K]):
             self.update_unfinished_work()
 
     # -- internals --------------------------------------------------------------------------
+
+    def _push(self, key: K) -> None:
+        """Queue ``key`` at its priority, or move an already queued key up to a higher one."""
+        rank = -self._priority_of(key) if self._priority is not None else 0
+        current = self._queued.get(key)
+        if current is not None and current[0] <= rank:
+            return
+        entry = (rank, next(self._order_seq))
+        self._queued[key] = entry
+        heapq.heappush(self._order, (*entry, key))
+
+    def _priority_of(self, key: K) -> int:
+        assert self._priority is not None
+        try:
+            return int(self._priority(key))
+        except Exception:  # a bug in the lookup must not break the queue's invariants
+            log.warning("workqueue.priority_failed", queue=self.name, key=repr(key), exc_info=True)
+            return 0
+
+    def _pop(self) -> K:
+        """Take the live entry of highest priority (oldest among equals) off the heap."""
+        while True:
+            rank, seq, key = heapq.heappop(self._order)
+            if self._queued.get(key) == (rank, seq):
+                del self._queued[key]
+                return key
 
     def _begin_shutdown(self) -> None:
         self._shutting_down = True

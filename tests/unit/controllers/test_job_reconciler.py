@@ -6,6 +6,7 @@ workers script, mpi-operator's clean-up, per-kind wording, events and metrics.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube import Conflict, Invalid, TooManyRequests
-from tests.unit.controllers.harness import NS, World
+from tests.unit.controllers.harness import NS, World, merge
 
 Obj = dict[str, Any]
 
@@ -574,3 +575,66 @@ async def test_a_create_refused_as_malformed_makes_the_job_wrong_instead_of_retr
     assert lattice["stage"] == "Wrong"
     assert "spec.containers: bad" in lattice["message"]
     assert w.conditions("mx")["Failed"]["status"] == "True"
+
+
+# --- what enqueues a job ------------------------------------------------------------------------
+
+
+def _trainingjob(name: str) -> Obj:
+    container = {"name": "trainingjob", "image": "t:1"}
+    return {
+        "apiVersion": "breezeml.ai/v1",
+        "kind": "TrainingJob",
+        "metadata": {"name": name},
+        "spec": {
+            "minSize": 1,
+            "maxSize": 2,
+            "replicaSpecs": {"template": {"spec": {"containers": [container]}}},
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("plugin", "manifest"),
+    [
+        (MXJobPlugin(), mxjob("j")),
+        (MPIJobPlugin(), mpijob("j")),
+        (TrainingJobPlugin(), _trainingjob("j")),
+    ],
+    ids=["MXJob", "MPIJob", "TrainingJob"],
+)
+async def test_scheduler_bookkeeping_alone_does_not_enqueue_but_decisions_and_status_do(
+    plugin: Any, manifest: Obj
+) -> None:
+    w = World(plugin)
+    w.apply(manifest)
+    assert w.enqueued == [f"{NS}/j"]
+
+    def scheduler_writes(block: Obj) -> None:
+        obj = w.objects[w.res.plural, NS, "j"]
+        patch: Obj = block
+        for step in reversed(plugin.scheduling_path[1:]):
+            patch = {step: patch}
+        obj["status"] = merge(obj.get("status") or {}, patch)
+        obj["metadata"]["resourceVersion"] += "0"
+        w.jobs.on_event("MODIFIED", copy.deepcopy(obj))
+
+    w.enqueued.clear()
+    scheduler_writes({"queuePosition": 3, "queuedTime": "2026-01-01T00:00:00Z"})
+    scheduler_writes({"attainedService": 12.5, "lastDecision": "Waiting"})
+    assert w.enqueued == [], "bookkeeping the reconciler never reads woke it"
+
+    w.grant("j", 1)  # currentSize: the decision the reconciler acts on
+    assert w.enqueued == [f"{NS}/j"]
+
+    w.enqueued.clear()
+    own: Obj = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+    for step in reversed(plugin.exec_path[1:]):
+        own = {step: own}
+    await w.patch(w.res, "j", {"status": own}, namespace=NS, subresource="status")
+    assert w.enqueued == [f"{NS}/j"], "a change to the status the reconciler keeps must enqueue"
+
+    w.enqueued.clear()
+    w.edit_spec("j", lambda spec: spec.setdefault("runPolicy", {}).update(backoffLimit=2))
+    assert w.enqueued == [f"{NS}/j"]
+

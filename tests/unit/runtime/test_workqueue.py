@@ -301,3 +301,79 @@ async def test_without_metrics_no_background_task_runs(
     queue.add("a")
     await take(queue.get())
     assert clock.sleepers == 0
+
+
+# -- priority (controller-runtime's priorityqueue; not in client-go) -------------------------
+
+
+async def test_priority_hands_out_the_highest_priority_first_and_fifo_among_equals(
+    clock: FakeClock,
+) -> None:
+    prio = {"low1": 0, "high1": 10, "low2": 0, "mid": 5, "high2": 10}
+    queue = WorkQueue[str](clock, priority=prio.__getitem__)
+    for key in ("low1", "high1", "low2", "mid", "high2"):
+        queue.add(key)
+    order = []
+    for _ in range(5):
+        key = await take(queue.get())
+        order.append(key)
+        queue.done(key)
+    assert order == ["high1", "high2", "mid", "low1", "low2"]
+    assert queue.len() == 0
+
+
+async def test_priority_a_queued_key_moves_up_when_its_priority_rises_never_down(
+    clock: FakeClock,
+) -> None:
+    prio = {"a": 0, "b": 0, "c": 0}
+    queue = WorkQueue[str](clock, priority=prio.__getitem__)
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    prio["c"] = 7
+    queue.add("c")  # already queued: moves up, still queued once
+    prio["a"] = -3
+    queue.add("a")  # a lower priority changes nothing
+    assert queue.len() == 3
+    got = [await take(queue.get()) for _ in range(3)]
+    assert got == ["c", "a", "b"]
+    for key in got:
+        queue.done(key)
+    waiting = asyncio.create_task(queue.get())
+    await settle()
+    assert not waiting.done(), "a key moved up was queued twice"
+    queue.shutdown()
+    with pytest.raises(QueueShutDown):
+        await waiting
+
+
+async def test_priority_is_asked_again_when_a_dirty_key_is_requeued_by_done(
+    clock: FakeClock,
+) -> None:
+    prio = {"a": 0, "b": 1}
+    queue = WorkQueue[str](clock, priority=prio.__getitem__)
+    queue.add("a")
+    held = await take(queue.get())
+    queue.add("b")
+    queue.add("a")  # dirty while processing: not queued yet
+    assert queue.len() == 1
+    prio["a"] = 5
+    queue.done(held)  # re-queued now, at its current priority: ahead of b
+    assert await take(queue.get()) == "a"
+    assert await take(queue.get()) == "b"
+
+
+async def test_priority_that_raises_counts_as_zero_and_keeps_the_invariants(
+    clock: FakeClock,
+) -> None:
+    def prio(key: str) -> int:
+        if key == "bad":
+            raise KeyError(key)
+        return 1
+
+    queue = WorkQueue[str](clock, priority=prio)
+    queue.add("bad")
+    queue.add("good")
+    queue.add("bad")
+    assert queue.len() == 2
+    assert await take(queue.get()) == "good"
+    assert await take(queue.get()) == "bad"

@@ -355,6 +355,15 @@ async def test_writes_are_concurrent_but_bounded() -> None:
     assert 1 < h.client.max_inflight <= 16
 
 
+async def test_writes_start_in_priority_order() -> None:
+    h = Harness(concurrency=1)
+    h.add_nodes(1)
+    for name, priority in (("a", 0), ("b", 5), ("c", -1), ("d", 5), ("e", 100)):
+        h.add_job(name, priority=priority)
+    await h.loop.run_once()
+    assert h.client.names() == ["e", "b", "d", "a", "c"]
+
+
 async def test_preemption_metrics_and_warning_event() -> None:
     h = Harness()
     h.add_nodes(1)
@@ -452,6 +461,22 @@ async def test_a_job_is_parsed_again_only_when_its_object_or_the_context_changes
     h.priority_classes.on_event("ADDED", urgent)
     await h.loop.run_once()
     assert sorted(plugin.parsed) == ["a", "b", "b"]
+
+
+async def test_priority_of_is_the_priority_the_last_pass_parsed() -> None:
+    """What the operator orders its reconcile queues by."""
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("high", priority=1000)
+    h.add_job("low", priority=-5)
+    assert h.loop.priority_of("FakeJob", "ns/high") == 0  # no pass has parsed it yet
+    await h.loop.run_once()
+    assert h.loop.priority_of("FakeJob", "ns/high") == 1000
+    assert h.loop.priority_of("FakeJob", "ns/low") == -5
+    assert h.loop.priority_of("FakeJob", "ns/missing") == 0
+    h.update_job("low", lambda o: o["spec"].update(priority=7))
+    await h.loop.run_once()
+    assert h.loop.priority_of("FakeJob", "ns/low") == 7
 
 
 # --------------------------------------------------------------------------- restart

@@ -144,6 +144,13 @@ class _DemandMemo:
         self._memo[key] = (version, demand)
         return demand
 
+    def priority(self, kind: str, namespace: str, name: str) -> int | None:
+        """The job's priority as of the last pass that parsed it; None if none did (or it is
+        invalid)."""
+        hit = self._memo.get((kind, namespace, name))
+        demand = None if hit is None else hit[1]
+        return demand.priority if isinstance(demand, Demand) else None
+
     def end(self) -> None:
         """Forget the jobs this pass did not see (deleted)."""
         for key in [k for k in self._memo if k not in self._seen]:
@@ -260,6 +267,13 @@ class SchedulerLoop:
         #: Passes run so far and the last plan (for tests and debugging).
         self.passes = 0
         self.last_plan: Plan | None = None
+
+    def priority_of(self, kind: str, key: str) -> int:
+        """The priority of job ``namespace/name`` of ``kind`` as the last pass saw it, for
+        ordering reconciles (0 for a job no pass has parsed yet)."""
+        namespace, _, name = key.partition("/")
+        value = self._demands.priority(kind, namespace, name)
+        return 0 if value is None else value
 
     # --- triggering ----------------------------------------------------------------------------
 
@@ -489,6 +503,9 @@ class SchedulerLoop:
             capacity_used=plan.capacity_used,
             next_wakeup=None if plan.next_wakeup is None else plan.next_wakeup.isoformat(),
         )
+        # Highest priority first: the gate admits writes in this order, so an urgent grant is
+        # not written behind a pass's worth of lower-priority bookkeeping.
+        todo.sort(key=lambda e: -e.view.priority)
         gate = asyncio.Semaphore(self._concurrency)
         results = await asyncio.gather(*(self._write(e, plan[e.view.key], now, gate) for e in todo))
         failed = results.count(False)
