@@ -41,7 +41,7 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -321,6 +321,13 @@ def job_view(
         suspended=demand.suspended,
         finished=is_finished(obj, plugin),
     )
+
+
+def with_pods(view: JobView, pods: Iterable[PodInfo]) -> JobView:
+    """``view`` with ``pending_since`` recomputed from ``pods``, the one part of a job's view
+    that depends on its pods; the same object when it is unchanged."""
+    since = _pending_since(pods) if view.stage == Stage.RUNNING else None
+    return view if since == view.pending_since else replace(view, pending_since=since)
 
 
 # --------------------------------------------------------------------------- status
