@@ -479,6 +479,24 @@ async def test_priority_of_is_the_priority_the_last_pass_parsed() -> None:
     assert h.loop.priority_of("FakeJob", "ns/low") == 7
 
 
+async def test_a_preempted_job_reconciles_at_its_beneficiarys_priority_for_that_pass() -> None:
+    """Its pods must go before the beneficiary's can run, so it must not wait in the queue
+    behind everything of its own priority."""
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("low", units=8, priority=0)
+    h.add_job("other", units=8, priority=0)
+    await h.loop.run_once()
+    assert h.status("low")["stage"] == "Running"
+    h.add_job("high", units=8, priority=10)
+    await h.loop.run_once()
+    assert h.status("low")["stage"] == "Waiting"
+    assert h.loop.priority_of("FakeJob", "ns/low") == 10
+    assert h.loop.priority_of("FakeJob", "ns/other") == 0  # untouched by that pass
+    await h.loop.run_once()  # nothing shrinks now
+    assert h.loop.priority_of("FakeJob", "ns/low") == 0
+
+
 # --------------------------------------------------------------------------- restart
 
 

@@ -168,6 +168,16 @@ class _ViewMemo:
             del self._memo[key]
 
 
+def _urgency(plan: Plan, entries: Mapping[str, _Entry]) -> dict[str, int]:
+    """The jobs ``plan`` shrinks (or stops), each with the highest priority among the jobs it
+    admits or grows; none when it grows nothing."""
+    grown = [e.view.priority for k, e in entries.items() if plan[k].size > e.view.current_size]
+    if not grown:
+        return {}
+    top = max(grown)
+    return {k: top for k, e in entries.items() if plan[k].size < e.view.current_size}
+
+
 class _Need(enum.Enum):
     """What a job's status needs after a pass."""
 
@@ -272,6 +282,8 @@ class SchedulerLoop:
         self._last_pass: float | None = None
         self._written: dict[str, tuple[frozenset[str], Obj]] = {}
         self._views = _ViewMemo()
+        #: Jobs the last pass shrank, by the priority of what it made room for.
+        self._urgent: dict[str, int] = {}
         self._stage_labels: set[tuple[str, str]] = {
             (kind, stage) for kind in self._plugins for stage in STAGE_LABELS
         }
@@ -281,10 +293,13 @@ class SchedulerLoop:
 
     def priority_of(self, kind: str, key: str) -> int:
         """The priority of job ``namespace/name`` of ``kind`` as the last pass saw it, for
-        ordering reconciles (0 for a job no pass has parsed yet)."""
+        ordering reconciles (0 for a job no pass has parsed yet). A job the last pass shrank or
+        preempted ranks as high as the highest-priority job that pass admitted or grew: its
+        pods must go before the beneficiary's can run."""
         namespace, _, name = key.partition("/")
         value = self._views.priority(kind, namespace, name)
-        return 0 if value is None else value
+        own = 0 if value is None else value
+        return max(own, self._urgent.get(f"{kind}/{key}", own))
 
     # --- triggering ----------------------------------------------------------------------------
 
@@ -493,6 +508,7 @@ class SchedulerLoop:
             nodes=nodes, jobs=tuple(e.view for e in entries.values()), config=self._config
         )
         plan = schedule(snapshot, now)
+        self._urgent = _urgency(plan, entries)
         flushes: list[datetime] = []
         needs = {key: self._needs_write(plan, e, now, flushes) for key, e in entries.items()}
         todo = [entries[key] for key, need in needs.items() if need is _Need.WRITE]
@@ -513,9 +529,10 @@ class SchedulerLoop:
             capacity_used=plan.capacity_used,
             next_wakeup=None if plan.next_wakeup is None else plan.next_wakeup.isoformat(),
         )
-        # Highest priority first: the gate admits writes in this order, so an urgent grant is
-        # not written behind a pass's worth of lower-priority bookkeeping.
-        todo.sort(key=lambda e: -e.view.priority)
+        # Highest priority first (a shrunk job at its beneficiary's): the gate admits writes in
+        # this order, so an urgent grant is not written behind a pass's worth of bookkeeping.
+        urgent = self._urgent
+        todo.sort(key=lambda e: -max(e.view.priority, urgent.get(e.view.key, e.view.priority)))
         gate = asyncio.Semaphore(self._concurrency)
         results = await asyncio.gather(*(self._write(e, plan[e.view.key], now, gate) for e in todo))
         failed = results.count(False)
