@@ -493,6 +493,7 @@ async def test_a_preempted_job_reconciles_at_its_beneficiarys_priority_for_that_
     assert h.status("low")["stage"] == "Waiting"
     assert h.loop.priority_of("FakeJob", "ns/low") == 10
     assert h.loop.priority_of("FakeJob", "ns/other") == 0  # untouched by that pass
+    assert h.client.names()[-2:] == ["high", "low"]  # the beneficiary is written first
     await h.loop.run_once()  # nothing shrinks now
     assert h.loop.priority_of("FakeJob", "ns/low") == 0
 

@@ -529,10 +529,16 @@ class SchedulerLoop:
             capacity_used=plan.capacity_used,
             next_wakeup=None if plan.next_wakeup is None else plan.next_wakeup.isoformat(),
         )
-        # Highest priority first (a shrunk job at its beneficiary's): the gate admits writes in
-        # this order, so an urgent grant is not written behind a pass's worth of bookkeeping.
+        # Highest priority first (a shrunk job at its beneficiary's, just after it): the gate
+        # admits writes in this order, so an urgent grant is not written behind a pass's worth
+        # of bookkeeping, and its reconcile is queued ahead of its victims'.
         urgent = self._urgent
-        todo.sort(key=lambda e: -max(e.view.priority, urgent.get(e.view.key, e.view.priority)))
+        todo.sort(
+            key=lambda e: (
+                -max(e.view.priority, urgent.get(e.view.key, e.view.priority)),
+                e.view.key in urgent,
+            )
+        )
         gate = asyncio.Semaphore(self._concurrency)
         results = await asyncio.gather(*(self._write(e, plan[e.view.key], now, gate) for e in todo))
         failed = results.count(False)
