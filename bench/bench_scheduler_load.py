@@ -1115,10 +1115,13 @@ async def memory_child(mode: str, a: argparse.Namespace) -> None:
                 (op.foreign_pods, ("pods", f"!{MANAGED}"), world.nodes),
             ],
         ),
-        (f"+ {world.jobs:,} TrainingJobs (raw dicts)", [(tj, ("trainingjobs", ""), world.jobs)]),
+        (
+            f"+ {world.jobs:,} TrainingJobs (slim_object dicts)",
+            [(tj, ("trainingjobs", ""), world.jobs)],
+        ),
         (f"+ {world.pods:,} pods (PodInfo)", [(op.pods, ("pods", MANAGED), world.pods)]),
         (
-            f"+ {world.pods:,} headless Services (raw dicts)",
+            f"+ {world.pods:,} headless Services (ObjectInfo)",
             [(op.services, ("services", MANAGED), world.pods)],
         ),
     ]

@@ -3,9 +3,12 @@
 It wires, in this order:
 1. the kube client (from a kubeconfig or the in-cluster service account), with the client-side
    QPS/burst limiter and the request metrics;
-2. one shared informer per watched resource: the enabled job kinds, the runtime kinds,
-   PriorityClasses, Nodes (slim), our own Pods (slim, selected by our label), every other bound
-   Pod (only node and requested units), and our Services (selected by our label);
+2. one shared informer per watched resource: the enabled job kinds, the runtime kinds and
+   PriorityClasses (whole objects minus ``managedFields`` and the last-applied annotation, with
+   shared strings: ``slim_object``), Nodes (slim), our own Pods (slim, selected by our label),
+   every other bound Pod (only node and requested units), our Services (metadata only:
+   ``ObjectInfo``, selected by our label), and our ConfigMaps, Secrets and batch Jobs (raw
+   without ``managedFields``; plugins read their contents);
 3. the probes and metrics server, served by every replica; ``/readyz`` turns 200 once every
    informer has synced;
 4. leader election (optional): only the leader runs controllers and the scheduler;
@@ -56,10 +59,12 @@ from lattice.runtime.projections import (
     OWNER_INDEX,
     POD_INDEXES,
     foreign_pod_usage,
-    keep_raw,
     node_info,
+    object_info,
+    object_owner_index,
     pod_info,
     raw_owner_index,
+    slim_object,
     strip_managed_fields,
 )
 from lattice.runtime.ratelimit import RateLimitingQueue
@@ -114,21 +119,21 @@ class Operator:
         ns = list(settings.namespaces) or None
         self.jobs = {
             kind: self.informers.informer(
-                JOB_RESOURCES[kind], transform=keep_raw, transform_name="raw", namespaces=ns
+                JOB_RESOURCES[kind], transform=slim_object, transform_name="slim", namespaces=ns
             )
             for kind in settings.enabled_kinds
         }
         self.runtimes = [
             self.informers.informer(
                 res,
-                transform=keep_raw,
-                transform_name="raw",
+                transform=slim_object,
+                transform_name="slim",
                 namespaces=ns if res.namespaced else None,
             )
             for res in RUNTIME_RESOURCES
         ]
         self.priority_classes = self.informers.informer(
-            PRIORITY_CLASSES, transform=keep_raw, transform_name="raw"
+            PRIORITY_CLASSES, transform=slim_object, transform_name="slim"
         )
         self.nodes = self.informers.informer(NODES, transform=node_info)
         self.pods = self.informers.informer(
@@ -146,11 +151,10 @@ class Operator:
         )
         self.services = self.informers.informer(
             SERVICES,
-            transform=keep_raw,
-            transform_name="raw",
+            transform=object_info,
             namespaces=ns,
             label_selector=MANAGED_LABEL,
-            indexes={OWNER_INDEX: raw_owner_index},
+            indexes={OWNER_INDEX: object_owner_index},
         )
         # Other children (MPI hostfile ConfigMaps, ssh Secrets, launcher Jobs), ours by label.
         self.children = {

@@ -107,7 +107,7 @@ from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import FRAMEWORKS, Metrics
-from lattice.runtime.projections import OWNER_INDEX, PodInfo, owner_key
+from lattice.runtime.projections import OWNER_INDEX, ObjectInfo, PodInfo, owner_key
 from lattice.runtime.status import StatusWriter
 
 __all__ = ["ChildSyncError", "ContextProvider", "JobReconciler", "kube_resource"]
@@ -177,7 +177,7 @@ class JobReconciler:
         clock: Clock,
         jobs: Informer[Obj],
         pods: Informer[PodInfo],
-        services: Informer[Obj],
+        services: Informer[ObjectInfo],
         context: ContextProvider,
         expectations: Expectations,
         recorder: EventRecorder,
@@ -241,6 +241,19 @@ class JobReconciler:
             )
             enqueue(f"{pod.namespace}/{pod.owner.name}")
 
+        def on_service(event: str, old: ObjectInfo | None, new: ObjectInfo | None) -> None:
+            svc = new if new is not None else old
+            if svc is None or svc.owner is None or svc.owner.kind != self.kind:
+                return
+            self._observe(
+                self._exp_key(svc.namespace, svc.owner.name, "services"),
+                event,
+                svc.name,
+                old_deleting=bool(old and old.deletion_timestamp),
+                new_deleting=bool(new and new.deletion_timestamp),
+            )
+            enqueue(f"{svc.namespace}/{svc.owner.name}")
+
         def raw_handler(what: str) -> Callable[[str, Obj | None, Obj | None], None]:
             def on_child(event: str, old: Obj | None, new: Obj | None) -> None:
                 obj = new if new is not None else old
@@ -265,7 +278,7 @@ class JobReconciler:
 
         self._jobs.add_handler(on_job)
         self._pods.add_handler(on_pod)
-        self._services.add_handler(raw_handler("services"))
+        self._services.add_handler(on_service)
         for child_kind, (_, informer) in self._others.items():
             informer.add_handler(raw_handler(child_kind))
 
@@ -751,16 +764,10 @@ class JobReconciler:
         ]
 
     def _owned_services(self, ns: str, name: str, uid: str) -> dict[str, Existing]:
-        out: dict[str, Existing] = {}
-        for obj in self._services.store.by_index(OWNER_INDEX, owner_key(self.kind, ns, name)):
-            meta = obj.get("metadata") or {}
-            ref = controller_ref(meta)
-            if ref is None or ref.get("uid") != uid:
-                continue
-            labels = meta.get("labels") or {}
-            raw = str(labels.get("training.kubeflow.org/replica-index", ""))
-            svc = str(meta.get("name", ""))
-            out[svc] = Existing(
-                svc, True, bool(meta.get("deletionTimestamp")), int(raw) if raw.isdigit() else 0
+        return {
+            svc.name: Existing(
+                svc.name, True, svc.deletion_timestamp is not None, svc.replica_index or 0
             )
-        return out
+            for svc in self._services.store.by_index(OWNER_INDEX, owner_key(self.kind, ns, name))
+            if svc.owner is not None and svc.owner.uid == uid
+        }

@@ -1,8 +1,9 @@
 """Shared informers: reflector(s) + indexed store + synchronous event handlers.
 
 An ``Informer[T]`` caches one resource (optionally one label/field selection, one set of
-namespaces) as values of type ``T``, the output of its ``transform`` (a slim projection, or the
-raw dict). It follows client-go's ``shared_informer.go``:
+namespaces) as values of type ``T``, the output of its ``transform`` (a slim projection, a
+compacted copy such as ``slim_object``, or the raw dict). It follows client-go's
+``shared_informer.go``:
 
 - **Store first, then handlers.** Every change is applied to the store before any handler runs,
   so a handler (and the reconciler it wakes) always finds the cache at least as new as the
@@ -20,6 +21,9 @@ raw dict). It follows client-go's ``shared_informer.go``:
 - **Relists emit tombstones** (invariant 13): a LIST replaces the scope in the store; keys that
   vanished are notified as ``DELETED`` (their final state is unknown: ``old`` is the last cached
   value), new keys as ``ADDED``, changed ones as ``MODIFIED``; unchanged keys are not notified.
+  The pages are transformed as they arrive (``begin_list``/``add_page``) and only the values
+  are kept until the LIST completes (``commit``): the store and handlers see the whole scope at
+  once, as before, but the raw pages are never all in memory together.
 - **Identity is the key** ``namespace/name`` (invariant 14); compare UIDs to detect re-creation.
 - ``has_synced`` turns true once the first LIST of every scope is in the store and its handlers
   have run (invariant 15: start workers only after that). It never turns false again.
@@ -178,24 +182,30 @@ class Informer(Generic[T]):
 
     # --- ReflectorSink -------------------------------------------------------------------------
 
-    def on_replace(self, items: list[Obj], *, namespace: str | None, resource_version: str) -> None:
-        """A reflector listed scope ``namespace``: replace it, then notify the differences."""
+    def begin_list(self, *, namespace: str | None) -> _Listing[T]:
+        """A reflector starts listing scope ``namespace``: project its pages as they come."""
+        return _Listing(self, namespace)
+
+    def _replace(self, fresh: dict[str, T | _Failed], namespace: str | None, rv: str) -> int:
+        """A listing of scope ``namespace`` is complete: replace it, then notify the differences.
+
+        ``fresh`` holds the projections in LIST order; ``_FAILED`` where the transform raised,
+        which keeps the cached value (or leaves the key absent)."""
         store = self._store
-        fresh: dict[str, T] = {}
-        before: dict[str, T | None] = {}
-        for raw in items:
-            key = object_key(raw)
+        values: dict[str, T] = {}
+        before: dict[str, T] = {}
+        for key, projected in fresh.items():
             old = store.get(key)
-            value = self._project(raw)
-            if isinstance(value, _Failed):
-                value = old  # keep what we had
-            if value is None:
-                continue
-            fresh[key] = value
-            before[key] = old
-        vanished = store.replace(fresh, resource_version, namespace=namespace)
-        for key, value in fresh.items():
-            old = before[key]
+            if old is not None:
+                before[key] = old
+            if not isinstance(projected, _Failed):
+                values[key] = projected
+            elif old is not None:
+                values[key] = old  # the transform raised: keep what we had
+        fresh.clear()
+        vanished = store.replace(values, rv, namespace=namespace)
+        for key, value in values.items():
+            old = before.get(key)
             if old is None:
                 self._notify("ADDED", None, value)
             elif old != value:
@@ -208,6 +218,7 @@ class Informer(Generic[T]):
                 self._synced.set()
                 self._metrics.synced(self.name, True)
                 log.info("informer.synced", informer=self.name, items=len(store))
+        return len(values)
 
     def on_event(self, event_type: str, obj: Obj) -> None:
         """Apply one watch event to the store, then notify."""
@@ -253,6 +264,32 @@ class Informer(Generic[T]):
                 group.create_task(
                     reflector.run(), name=f"reflector:{self.name}:{reflector.namespace}"
                 )
+
+
+class _Listing(Generic[T]):
+    """One LIST of one scope in progress: the projections of the pages so far, no raw object.
+
+    Pages are projected as they arrive (the transform runs once per object, as before); the
+    store and the handlers see nothing until ``commit``, so a LIST that fails part-way leaves
+    the cache as it was.
+    """
+
+    __slots__ = ("_fresh", "_informer", "_namespace")
+
+    def __init__(self, informer: Informer[T], namespace: str | None) -> None:
+        self._informer = informer
+        self._namespace = namespace
+        self._fresh: dict[str, T | _Failed] = {}
+
+    def add_page(self, items: list[Obj]) -> None:
+        fresh, project = self._fresh, self._informer._project
+        for raw in items:
+            value = project(raw)
+            if value is not None:  # None: the transform leaves it out of the cache
+                fresh[object_key(raw)] = value
+
+    def commit(self, resource_version: str) -> int:
+        return self._informer._replace(self._fresh, self._namespace, resource_version)
 
 
 class InformerFactory:

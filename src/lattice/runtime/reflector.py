@@ -27,7 +27,12 @@ client-go's ``tools/cache/reflector.go``:
     - any other error (500, an ERROR event, a malformed stream) relists from the last RV;
     - a watch the server closes normally is re-opened at once from the last RV, unless it lasted
       under a second with no event ("very short watch"), which counts as an error.
-13. Tombstones are the sink's job: ``on_replace`` gets the full list of one scope.
+13. Tombstones are the sink's job: a LIST is one ``begin_list`` of the scope, then every page
+    in order through ``ListSink.add_page``, then ``commit`` with the LIST's RV, which replaces
+    the scope as a whole. A LIST that fails part-way is abandoned before ``commit``: nothing of
+    it reaches the store. Each raw page is released before the next one is requested, and the
+    sink keeps only its projections of a page, so a relist holds one raw page at a time, never
+    the whole scope (100,000 raw pods are ~4 GiB of Python heap).
 
 ``force_relist()`` makes the loop behave as if the watch had expired: it stops the current watch
 and relists with ``RV=""``. Tests and operators use it to exercise the relist path on a real
@@ -53,6 +58,7 @@ from lattice.kube.resources import Resource
 __all__ = [
     "Backoff",
     "InformerMetrics",
+    "ListSink",
     "NullInformerMetrics",
     "Reflector",
     "ReflectorSink",
@@ -67,11 +73,24 @@ _SHORT_WATCH_S = 1.0
 _TOO_LARGE_RV = "too large resource version"
 
 
+class ListSink(Protocol):
+    """One LIST of one scope, delivered page by page."""
+
+    def add_page(self, items: list[Obj]) -> None:
+        """The next page's objects. Keep no reference to ``items`` or to any of them."""
+        ...
+
+    def commit(self, resource_version: str) -> int:
+        """Every page was added: the scope now holds exactly them. Returns the object count."""
+        ...
+
+
 class ReflectorSink(Protocol):
     """Where a reflector delivers what it reads."""
 
-    def on_replace(self, items: list[Obj], *, namespace: str | None, resource_version: str) -> None:
-        """A complete LIST of the scope ``namespace`` (None: all namespaces) at ``rv``."""
+    def begin_list(self, *, namespace: str | None) -> ListSink:
+        """A LIST of the scope ``namespace`` (None: all namespaces) starts; dropped uncommitted
+        if the LIST fails."""
         ...
 
     def on_event(self, event_type: str, obj: Obj) -> None:
@@ -274,11 +293,11 @@ class Reflector:
         await self._clock.sleep(delay)
 
     async def _list(self) -> None:
-        """LIST every page, then hand the whole scope to the sink (one ``replace``)."""
+        """LIST every page into one ``ListSink``, one page at a time, then commit the scope."""
         # client-go relistResourceVersion: "" after an expiry, "0" before any sync, else last RV.
         rv = "" if self._rv_unavailable else (self._rv if self._rv is not None else "0")
         self._metrics.relisted(self.name, self._list_reason)
-        items: list[Obj] = []
+        listing = self._sink.begin_list(namespace=self.namespace)
         list_rv = ""
         token: str | None = None
         while True:
@@ -291,21 +310,22 @@ class Reflector:
                 limit=self._page_size,
                 continue_token=token,
             )
-            items.extend(page.get("items") or ())
             meta = page.get("metadata") or {}
             list_rv = str(meta.get("resourceVersion") or list_rv)
             token = meta.get("continue") or None
+            listing.add_page(page.get("items") or [])
+            del page, meta  # not held while the next page is awaited
             if not token:
                 break
         if not list_rv:
             raise ValueError("LIST answered without metadata.resourceVersion")
-        self._sink.on_replace(items, namespace=self.namespace, resource_version=list_rv)
+        count = listing.commit(list_rv)
         self._rv = list_rv
         self._rv_unavailable = False
         self._need_list = False
         if not self._synced.is_set():
             self._synced.set()
-        log.debug("reflector.listed", informer=self.name, items=len(items), rv=list_rv)
+        log.debug("reflector.listed", informer=self.name, items=count, rv=list_rv)
 
     async def _watch_once(self) -> None:
         """One WATCH from the last RV, in a child task so ``force_relist`` can stop it."""

@@ -30,9 +30,12 @@ from lattice.runtime.metrics import Metrics
 from lattice.runtime.projections import (
     OWNER_INDEX,
     POD_INDEXES,
-    keep_raw,
+    ObjectInfo,
+    object_info,
+    object_owner_index,
     pod_info,
     raw_owner_index,
+    slim_object,
     strip_managed_fields,
 )
 
@@ -100,13 +103,13 @@ class World:
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
         self.res = self._job_resource()
-        self.jobs: Informer[Obj] = Informer(self, self.res, transform=keep_raw)
+        self.jobs: Informer[Obj] = Informer(self, self.res, transform=slim_object)
         self.pods = Informer(self, PODS, transform=pod_info, indexes=POD_INDEXES)
-        self.services: Informer[Obj] = Informer(
+        self.services: Informer[ObjectInfo] = Informer(
             self,
             SERVICES,
-            transform=keep_raw,
-            indexes={OWNER_INDEX: raw_owner_index},
+            transform=object_info,
+            indexes={OWNER_INDEX: object_owner_index},
         )
         self.others = {
             res.kind: (
@@ -308,7 +311,19 @@ class World:
         self._notify("jobs", "MODIFIED", obj)
 
     async def reconcile(self, name: str) -> Any:
-        return await self.reconciler.reconcile(f"{NS}/{name}")
+        """One reconcile of ``name``; fails if it mutated any value it could read from a cache
+        (cached values are shared: the reconciler must copy before changing anything)."""
+        cached = [
+            (key, value, copy.deepcopy(value))
+            for informer in self.informers.values()
+            for key, value in informer.store.items()
+            if isinstance(value, dict)
+        ]
+        try:
+            return await self.reconciler.reconcile(f"{NS}/{name}")
+        finally:
+            changed = [key for key, value, before in cached if value != before]
+            assert not changed, f"the reconcile mutated cached values: {changed}"
 
     def conditions(self, name: str) -> dict[str, Obj]:
         block: Obj = self.job(name)
