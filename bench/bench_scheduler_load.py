@@ -67,11 +67,8 @@ import platform
 import random
 import re
 import shutil
-import socket
-import ssl
 import subprocess
 import sys
-import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -79,64 +76,48 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from lattice.clock import RealClock
-from lattice.kube.client import KubeClient, RestClient, WatchEvent, connect
+from lattice.kube.client import KubeClient, WatchEvent, connect
 from lattice.kube.errors import ApiError, NotFound
 from lattice.kube.resources import NAMESPACES, PODS, Resource
 
-REPO = Path(__file__).resolve().parents[1]
-RUN = Path(os.environ.get("LATTICE_CLUSTER_DIR", REPO / ".cluster"))
-POOL_LABEL = "lattice.bench/pool"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _support import (
+    JOB_LABEL,
+    REPO,
+    RUN,
+    Namespaces,
+    Obj,
+    Pinning,
+    Watcher,
+    apiserver_metrics,
+    apply_merge_patch,
+    bare_pod,
+    clock,
+    create_node_pool,
+    delete_node_pool,
+    free_port,
+    is_file,
+    lattice_cmd,
+    metric_samples,
+    pct,
+    proc_status,
+    request_key,
+    scrape,
+    start_process,
+    stop_process,
+    write_selector,
+)
+
 CLASS_LABEL = "lattice.bench/class"
-JOB_LABEL = "training.kubeflow.org/job-name"
 MANAGED = "lattice.breezeml.ai/managed"
 GPU = "nvidia.com/gpu"
 PRIORITIES = {"high": 1000, "mid": 100, "low": 0}
 TRAININGJOBS = Resource("breezeml.ai", "v1", "trainingjobs", "TrainingJob")
-clock = RealClock()
-Obj = dict[str, Any]
+METRICS_TIMEOUT = 10.0  # seconds for a scrape of the operator's /metrics (a busy operator)
 
 
 # --------------------------------------------------------------------------- small helpers
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def proc_status(pid: int | str = "self") -> dict[str, float]:
-    """VmRSS, VmHWM, RssAnon (MiB) and CPU seconds (utime+stime) of a live process."""
-    out: dict[str, float] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM", "RssAnon"):
-            out[key] = int(rest.split()[0]) / 1024
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    out["cpu"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return out
-
-
-def kubectl(*args: str, stdin: str | None = None) -> str:
-    paths = subprocess.run(
-        [str(REPO / "hack/controlplane/build.sh"), "paths"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    env = dict(os.environ, KUBECONFIG=str(RUN / "kubeconfig"))
-    env["PATH"] = os.pathsep.join([*paths, env.get("PATH", "")])
-    return subprocess.run(
-        ["kubectl", *args], input=stdin, capture_output=True, text=True, env=env, check=True
-    ).stdout
 
 
 def git_rev() -> str:
@@ -358,6 +339,14 @@ class MemWorld:
         spec["injectLattice"] = False
         spec["framework"] = "pytorch"
         t_create, t_start = ts(created), ts(created + timedelta(seconds=2))
+        created_cond = {
+            "type": "Created",
+            "status": "True",
+            "reason": "TrainingJobCreated",
+            "message": f"TrainingJob {name} is created.",
+            "lastUpdateTime": t_create,
+            "lastTransitionTime": t_create,
+        }
         status: Obj
         if size:
             svc_at = self.now - timedelta(seconds=10)
@@ -376,14 +365,7 @@ class MemWorld:
                 "message": f"TrainingJob {ns}/{name} is running.",
                 "execStatus": {
                     "conditions": [
-                        {
-                            "type": "Created",
-                            "status": "True",
-                            "reason": "TrainingJobCreated",
-                            "message": f"TrainingJob {name} is created.",
-                            "lastUpdateTime": t_create,
-                            "lastTransitionTime": t_create,
-                        },
+                        created_cond,
                         {
                             "type": "Running",
                             "status": "True",
@@ -417,16 +399,7 @@ class MemWorld:
                 "reason": "TrainingJobWaiting",
                 "message": f"TrainingJob {ns}/{name} is waiting for {lo} units.",
                 "execStatus": {
-                    "conditions": [
-                        {
-                            "type": "Created",
-                            "status": "True",
-                            "reason": "TrainingJobCreated",
-                            "message": f"TrainingJob {name} is created.",
-                            "lastUpdateTime": t_create,
-                            "lastTransitionTime": t_create,
-                        }
-                    ],
+                    "conditions": [created_cond],
                     "replicaStatuses": {},
                     "startTime": t_create,
                     "lastReconcileTime": t_create,
@@ -485,19 +458,23 @@ class MemWorld:
         kids = self.plugin.children(parsed, size=size, ctx=self.ctx)
         return [dict(p) for p in kids.pods], [dict(s) for s in kids.services]
 
+    def created_fields(self, manifest: Obj, j: int) -> Obj:
+        """The operator's ``fieldsV1`` for a child of job ``j`` (before the server's defaults)."""
+        return {
+            "f:metadata": {
+                "f:labels": fields_v1(manifest["metadata"]["labels"]),
+                "f:ownerReferences": {f'k:{{"uid":"{self.job_uid(j)}"}}': {}},
+            },
+            "f:spec": fields_v1(manifest["spec"]),
+        }
+
     def pod(self, manifest: Obj, g: int, j: int) -> Obj:
         """``manifest`` as the apiserver stores it once bound and running (global index ``g``)."""
         created = self.created(j) + timedelta(seconds=3)
         t0, t1 = ts(created), ts(created + timedelta(seconds=2))
         node = f"gpu-node-{g // self.gpus:05d}"
         meta = manifest["metadata"]
-        fields_create = {
-            "f:metadata": {
-                "f:labels": fields_v1(meta["labels"]),
-                "f:ownerReferences": {f'k:{{"uid":"{self.job_uid(j)}"}}': {}},
-            },
-            "f:spec": fields_v1(manifest["spec"]),
-        }
+        fields_create = self.created_fields(manifest, j)
         meta.update(
             {
                 "uid": str(uuid.UUID(int=g)),
@@ -623,13 +600,7 @@ class MemWorld:
     def service(self, manifest: Obj, g: int, j: int) -> Obj:
         t0 = ts(self.created(j) + timedelta(seconds=3))
         meta = manifest["metadata"]
-        fields_create = {
-            "f:metadata": {
-                "f:labels": fields_v1(meta["labels"]),
-                "f:ownerReferences": {f'k:{{"uid":"{self.job_uid(j)}"}}': {}},
-            },
-            "f:spec": fields_v1(manifest["spec"]),
-        }
+        fields_create = self.created_fields(manifest, j)
         meta.update(
             {
                 "uid": str(uuid.UUID(int=2**64 + g)),
@@ -842,19 +813,6 @@ class MemWorld:
             yield json.dumps(self.daemon_pod(n), separators=(",", ":"))
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merge_patch(out.get(k), v)
-    return out
-
-
 class FakeApi:
     """A ``KubeClient`` serving generated datasets by LIST pages and WATCH streams, in memory.
 
@@ -863,7 +821,8 @@ class FakeApi:
     stays open and, when a dataset is streamed, yields one ADDED event per object (parsed from
     its text) and later any queued MODIFIED texts. Status patches of TrainingJobs return the
     regenerated job with the patch merged (the patch carries every scheduler field), recording
-    the patch so it can be delivered back as a MODIFIED event.
+    the patch so it can be delivered back as a MODIFIED event. The arguments a method does not
+    use (namespaces, field selectors, resource versions...) go to ``**_``.
     """
 
     def __init__(self, world: MemWorld) -> None:
@@ -900,7 +859,7 @@ class FakeApi:
         key = ("trainingjobs", "")
         n = 0
         for j, body in self.patches:
-            obj = merge_patch(self.world.job(j), json.loads(body))
+            obj = apply_merge_patch(self.world.job(j), json.loads(body))
             obj["metadata"]["resourceVersion"] = self._next_rv()
             self._modified[key].append(json.dumps(obj, separators=(",", ":")))
             n += 1
@@ -915,14 +874,11 @@ class FakeApi:
         self,
         res: Resource,
         *,
-        namespace: str | None = None,
         label_selector: str | None = None,
-        field_selector: str | None = None,
-        resource_version: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
+        **_: Any,
     ) -> Obj:
-        del namespace, field_selector, resource_version
         key = (res.plural, label_selector or "")
         await asyncio.sleep(0)
         rv = self._next_rv()
@@ -939,16 +895,8 @@ class FakeApi:
         return page
 
     async def watch(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        resource_version: str,
-        timeout_seconds: int,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
+        self, res: Resource, *, label_selector: str | None = None, **_: Any
     ) -> AsyncIterator[WatchEvent]:
-        del namespace, resource_version, timeout_seconds, field_selector
         key = (res.plural, label_selector or "")
         wake = self._wake[key]
         while True:
@@ -966,24 +914,15 @@ class FakeApi:
             wake.clear()
             await wake.wait()
 
-    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
+    async def get(self, res: Resource, name: str, **_: Any) -> Obj:
         raise NotFound(404, "NotFound", f"{res.plural} {name} not found")
 
-    async def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj:
+    async def create(self, res: Resource, body: Obj, **_: Any) -> Obj:
         self.events += 1
         return body
 
     async def patch(
-        self,
-        res: Resource,
-        name: str,
-        body: Any,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        patch_type: Any = None,
-        field_manager: str | None = None,
-        force: bool = False,
+        self, res: Resource, name: str, body: Any, *, subresource: str | None = None, **_: Any
     ) -> Obj:
         if res.plural != "trainingjobs" or subresource != "status":
             raise NotFound(404, "NotFound", f"{res.plural} {name}")
@@ -991,31 +930,14 @@ class FakeApi:
         patch = dict(body)
         patch.pop("metadata", None)
         self.patches.append((j, json.dumps(patch, separators=(",", ":"))))
-        obj: Obj = merge_patch(self.world.job(j), patch)
+        obj: Obj = apply_merge_patch(self.world.job(j), patch)
         obj["metadata"]["resourceVersion"] = self._next_rv()
         return obj
 
-    async def replace(
-        self,
-        res: Resource,
-        name: str,
-        body: Obj,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-    ) -> Obj:
+    async def replace(self, res: Resource, name: str, body: Obj, **_: Any) -> Obj:
         return body
 
-    async def delete(
-        self,
-        res: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        propagation: str = "Background",
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-    ) -> Obj:
+    async def delete(self, res: Resource, name: str, **_: Any) -> Obj:
         return {}
 
     async def close(self) -> None:
@@ -1031,18 +953,6 @@ async def until(cond: Callable[[], bool], period: float = 0.05) -> None:
         if cond():
             return
         await asyncio.sleep(period)
-
-
-def run_text(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=True)
-
-
-def start_process(cmd: list[str], log: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-
-
-def is_file(path: str) -> bool:
-    return os.path.isfile(path)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -1275,42 +1185,6 @@ def child_args(a: argparse.Namespace) -> list[str]:
 
 
 @dataclass
-class Watcher:
-    """List+watch of one resource in one namespace; ``on(type, obj)`` per object."""
-
-    client: RestClient
-    res: Resource
-    ns: str
-    on: Callable[[str, Obj], None]
-
-    async def run(self) -> None:
-        rv = ""
-        while True:
-            with contextlib.suppress(ApiError, asyncio.TimeoutError):
-                if not rv:
-                    token: str | None = None
-                    while True:
-                        listed = await self.client.list(
-                            self.res, namespace=self.ns, limit=500, continue_token=token
-                        )
-                        for item in listed.get("items") or []:
-                            self.on("ADDED", item)
-                        token = listed["metadata"].get("continue") or None
-                        rv = listed["metadata"]["resourceVersion"]
-                        if not token:
-                            break
-                async for ev in self.client.watch(
-                    self.res, namespace=self.ns, resource_version=rv, timeout_seconds=300
-                ):
-                    rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
-                    if ev.type in ("ADDED", "MODIFIED", "DELETED"):
-                        self.on(ev.type, ev.object)
-                continue
-            rv = ""
-            await clock.sleep(0.5)
-
-
-@dataclass
 class World:
     """What the bench sees: pods' first-seen times, live pods, jobs' first grant and stage."""
 
@@ -1350,9 +1224,15 @@ class World:
             self.grant[name] = (clock.monotonic(), size)
 
 
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as r:
-        return str(r.read().decode())
+# the trainingjob workqueue's metrics parse_metrics keeps, and under which key
+QUEUE_METRICS = {
+    "workqueue_depth": "depth",
+    "workqueue_adds_total": "adds",
+    "workqueue_queue_duration_seconds_sum": "qwait_sum",
+    "workqueue_queue_duration_seconds_count": "qwait_count",
+    "workqueue_work_duration_seconds_sum": "work_sum",
+    "workqueue_work_duration_seconds_count": "work_count",
+}
 
 
 def parse_metrics(text: str) -> dict[str, Any]:
@@ -1366,43 +1246,32 @@ def parse_metrics(text: str) -> dict[str, Any]:
         "lat_sum": collections.Counter(),
         "lat_count": collections.Counter(),
     }
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            n, lab = s.name, s.labels
-            if n == "lattice_scheduler_pass_duration_seconds_bucket":
-                out["buckets"][float(lab["le"])] = s.value
-            elif n == "lattice_scheduler_pass_duration_seconds_count":
-                out["passes"] = s.value
-            elif n == "lattice_scheduler_pass_duration_seconds_sum":
-                out["pass_sum"] = s.value
-            elif n == "lattice_jobs" and lab.get("kind") == "TrainingJob":
-                out["jobs"][lab["stage"]] = s.value
-            elif n == "lattice_capacity_units":
-                out["capacity"][lab["state"]] = s.value
-            elif n == "rest_client_requests_total":
-                out["rest"][f"{lab['method']} {lab['code']}"] += s.value
-            elif n == "controller_runtime_reconcile_total" and lab["controller"] == "trainingjob":
-                out["reconcile"][lab["result"]] += s.value
-            elif n == "lattice_scheduler_decisions_total":
-                out["decisions"][lab["type"]] += s.value
-            elif n == "lattice_preemptions_total":
-                out["preemptions"] = s.value
-            elif n == "workqueue_depth" and lab["name"] == "trainingjob":
-                out["depth"] = s.value
-            elif n == "workqueue_adds_total" and lab["name"] == "trainingjob":
-                out["adds"] = s.value
-            elif n == "workqueue_queue_duration_seconds_sum" and lab["name"] == "trainingjob":
-                out["qwait_sum"] = s.value
-            elif n == "workqueue_queue_duration_seconds_count" and lab["name"] == "trainingjob":
-                out["qwait_count"] = s.value
-            elif n == "workqueue_work_duration_seconds_sum" and lab["name"] == "trainingjob":
-                out["work_sum"] = s.value
-            elif n == "workqueue_work_duration_seconds_count" and lab["name"] == "trainingjob":
-                out["work_count"] = s.value
-            elif n == "rest_client_request_duration_seconds_sum":
-                out["lat_sum"][f"{lab['verb']} {lab['resource']}"] += s.value
-            elif n == "rest_client_request_duration_seconds_count":
-                out["lat_count"][f"{lab['verb']} {lab['resource']}"] += s.value
+    for s in metric_samples(text):
+        n, lab = s.name, s.labels
+        if n == "lattice_scheduler_pass_duration_seconds_bucket":
+            out["buckets"][float(lab["le"])] = s.value
+        elif n == "lattice_scheduler_pass_duration_seconds_count":
+            out["passes"] = s.value
+        elif n == "lattice_scheduler_pass_duration_seconds_sum":
+            out["pass_sum"] = s.value
+        elif n == "lattice_jobs" and lab.get("kind") == "TrainingJob":
+            out["jobs"][lab["stage"]] = s.value
+        elif n == "lattice_capacity_units":
+            out["capacity"][lab["state"]] = s.value
+        elif n == "rest_client_requests_total":
+            out["rest"][f"{lab['method']} {lab['code']}"] += s.value
+        elif n == "controller_runtime_reconcile_total" and lab["controller"] == "trainingjob":
+            out["reconcile"][lab["result"]] += s.value
+        elif n == "lattice_scheduler_decisions_total":
+            out["decisions"][lab["type"]] += s.value
+        elif n == "lattice_preemptions_total":
+            out["preemptions"] = s.value
+        elif n in QUEUE_METRICS and lab["name"] == "trainingjob":
+            out[QUEUE_METRICS[n]] = s.value
+        elif n == "rest_client_request_duration_seconds_sum":
+            out["lat_sum"][f"{lab['verb']} {lab['resource']}"] += s.value
+        elif n == "rest_client_request_duration_seconds_count":
+            out["lat_count"][f"{lab['verb']} {lab['resource']}"] += s.value
     return out
 
 
@@ -1439,46 +1308,15 @@ def log_passes(path: Path, start: int, end: int) -> list[Obj]:
     return out
 
 
-def cpu_affinity(pid: int) -> str | None:
-    try:
-        out = subprocess.run(
-            ["taskset", "-p", "-c", str(pid)], capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return out.rsplit(":", 1)[1].strip()
-
-
-def set_affinity(pid: int, cpus: str) -> bool:
-    """All threads of ``pid`` to ``cpus`` (a taskset -c list)."""
-    return (
-        subprocess.run(
-            ["taskset", "-a", "-p", "-c", cpus, str(pid)], capture_output=True, check=False
-        ).returncode
-        == 0
-    )
-
-
-def control_plane_pids() -> dict[str, int]:
-    out: dict[str, int] = {}
-    for f in sorted(RUN.glob("*.pid")):
-        with contextlib.suppress(ValueError, OSError):
-            pid = int(f.read_text().strip())
-            if Path(f"/proc/{pid}").exists():
-                out[f.stem] = pid
-    return out
-
-
 def apiserver_latency() -> dict[str, tuple[float, float]]:
     """Server-side ``apiserver_request_duration_seconds`` (count, sum) of writes by
-    verb/resource/subresource, all clients."""
-    ctx = ssl.create_default_context(cafile=str(RUN / "pki/ca.crt"))
-    ctx.load_cert_chain(str(RUN / "pki/admin.crt"), str(RUN / "pki/admin.key"))
-    port = os.environ.get("LATTICE_API_PORT", "26443")
-    with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx) as r:
-        text = r.read().decode()
+    verb/resource/subresource, all clients.
+
+    Read line by line, not with ``metric_samples``: the apiserver's metrics are megabytes, and
+    ``prometheus_client``'s parser takes some 20 times longer over them (seconds, taken just before
+    the load window starts)."""
     out: dict[str, tuple[float, float]] = {}
-    for line in text.splitlines():
+    for line in apiserver_metrics().splitlines():
         if not line.startswith("apiserver_request_duration_seconds_"):
             continue
         name, _, value = line.rpartition(" ")
@@ -1488,7 +1326,7 @@ def apiserver_latency() -> dict[str, tuple[float, float]]:
         labels = dict(re.findall(r'(\w+)="([^"]*)"', name))
         if labels.get("verb") not in ("POST", "PATCH", "PUT", "DELETE"):
             continue
-        key = f"{labels['verb']} {labels.get('resource')}/{labels.get('subresource', '')}"
+        key = request_key(labels)
         c, t = out.get(key, (0.0, 0.0))
         out[key] = (c + float(value), t) if kind == "count" else (c, t + float(value))
     return out
@@ -1551,42 +1389,26 @@ async def load_main(a: argparse.Namespace) -> None:
     pin_op = bool(taskset) and ncpu >= 2 and not a.no_pin
     op_cpu = str(ncpu - 1)
     other_cpus = f"0-{ncpu - 2}" if ncpu > 2 else "0"
-    cp = control_plane_pids()
-    pinned: dict[str, tuple[int, str]] = {}
+    pins = Pinning(
+        operator=op_cpu if pin_op else None,
+        control_plane=other_cpus if pin_op and not a.no_pin_control_plane else None,
+    )
+    cp, pinned = pins.found, pins.pinned
     kubeconfig = str(RUN / "kubeconfig")
     client = await connect(kubeconfig=kubeconfig, qps=0)
     pool = f"s{uuid.uuid4().hex[:6]}"
     capacity = a.nodes * a.gpus
-    selector = RUN / f"bench-{pool}.selector"
-    selector.write_text(f"{POOL_LABEL}={pool}\n")
-    namespaces: list[str] = []
+    selector = write_selector(pool)
+    namespaces = Namespaces(client, pool)
     tasks: list[asyncio.Task[Any]] = []
     proc: subprocess.Popen[bytes] | None = None
     log_path = RUN / "log" / f"bench-schedload-{pool}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("wb")
 
-    async def new_ns(prefix: str) -> str:
-        name = f"{prefix}-{pool}"
-        await client.create(NAMESPACES, {"metadata": {"name": name}})
-        namespaces.append(name)
-        return name
-
-    def bare_pod(i: int, tag: str) -> Obj:
-        return {
-            "metadata": {"name": f"{tag}-{i:05d}"},
-            "spec": {
-                "nodeSelector": {POOL_LABEL: pool},
-                "containers": [{"name": "c", "image": "example.com/x:1"}],
-            },
-        }
-
     try:
-        if pin_op and not a.no_pin_control_plane:
-            for name, pid in cp.items():
-                before = cpu_affinity(pid)
-                if before is not None and set_affinity(pid, other_cpus):
-                    pinned[name] = (pid, before)
+        if pins.control_plane is not None:
+            pins.pin()
             with contextlib.suppress(OSError):
                 os.sched_setaffinity(0, {int(c) for c in range(ncpu - 1)})
         setup = f"operator pinned: {'taskset -c ' + op_cpu if pin_op else 'no'}" + (
@@ -1604,54 +1426,22 @@ async def load_main(a: argparse.Namespace) -> None:
             f"{a.rate}/s, high {a.high_frac:.0%} (1000) / mid {a.mid_frac:.0%} (100) / low (0), "
             f"minSize 1|2, maxSize 1x|2x|4x, 1 GPU per pod; seed {a.seed}"
         )
-        nodes = run_text(
-            [
-                sys.executable,
-                str(REPO / "hack/controlplane/nodes.py"),
-                "--count",
-                str(a.nodes),
-                "--gpus",
-                str(a.gpus),
-                "--pods",
-                "250",
-                "--prefix",
-                pool,
-                "--label",
-                f"{POOL_LABEL}={pool}",
-            ],
-        ).stdout
-        kubectl("apply", "-f", "-", stdin=nodes)
-        base_ns = await new_ns("base")
+        create_node_pool(pool, nodes=a.nodes, gpus=a.gpus)
+        base_ns = await namespaces.new("base")
         idle: list[float] = []
         for i in range(a.baseline_pods):
             t = clock.monotonic()
-            await client.create(PODS, bare_pod(i, "idle"), namespace=base_ns)
+            await client.create(PODS, bare_pod(f"idle-{i:05d}", pool), namespace=base_ns)
             idle.append(clock.monotonic() - t)
         print(
             f"baseline: single-pod create latency, idle, {len(idle)} sequential: "
             f"p50 {pct(idle, 0.5) * 1000:.1f} ms, p99 {pct(idle, 0.99) * 1000:.1f} ms"
         )
-        ns = await new_ns("load")
+        ns = await namespaces.new("load")
         mport, pport = free_port(), free_port()
-        cmd = [
-            str(REPO / ".venv/bin/lattice"),
-            "run",
-            "--kubeconfig",
-            kubeconfig,
-            "--namespaces",
-            ns,
-            "--metrics-addr",
-            f"127.0.0.1:{mport}",
-            "--probe-addr",
-            f"127.0.0.1:{pport}",
-            "--node-selector-path",
-            str(selector),
-            "--scheduling-unit",
-            GPU,
-            *a.operator_arg,
-        ]
-        if pin_op:
-            cmd = ["taskset", "-c", op_cpu, *cmd]
+        cmd = pins.wrap(
+            lattice_cmd(ns, selector, GPU, a.operator_arg, metrics_port=mport, probe_port=pport)
+        )
         print(f"operator: {' '.join(cmd)}")
         proc = start_process(cmd, log)
         metrics_url = f"http://127.0.0.1:{mport}/metrics"
@@ -1663,7 +1453,7 @@ async def load_main(a: argparse.Namespace) -> None:
             if proc.poll() is not None:
                 raise SystemExit(f"operator exited {proc.returncode}; see {log_path}")
             with contextlib.suppress(OSError):
-                if scrape(f"http://127.0.0.1:{pport}/readyz") is not None:
+                if scrape(f"http://127.0.0.1:{pport}/readyz", METRICS_TIMEOUT) is not None:
                     break
             if clock.monotonic() > deadline:
                 raise SystemExit("operator not ready after 60 s")
@@ -1700,7 +1490,7 @@ async def load_main(a: argparse.Namespace) -> None:
         m: dict[str, Any] = {}
         while clock.monotonic() - t_fill < a.fill_timeout:
             await clock.sleep(1.0)
-            m = parse_metrics(await asyncio.to_thread(scrape, metrics_url))
+            m = parse_metrics(await asyncio.to_thread(scrape, metrics_url, METRICS_TIMEOUT))
             used, total = m["capacity"].get("used", 0), m["capacity"].get("total", 0)
             full = total == capacity and used == total and len(world.live) >= used
             stable_since = (stable_since or clock.monotonic()) if full else None
@@ -1722,7 +1512,7 @@ async def load_main(a: argparse.Namespace) -> None:
         async def sampler() -> None:
             while not stop_sampling.is_set():
                 with contextlib.suppress(OSError):
-                    text = await asyncio.to_thread(scrape, metrics_url)
+                    text = await asyncio.to_thread(scrape, metrics_url, METRICS_TIMEOUT)
                     if proc is not None and proc.poll() is None:
                         samples.append(
                             (clock.monotonic(), parse_metrics(text), proc_status(proc.pid))
@@ -1735,13 +1525,13 @@ async def load_main(a: argparse.Namespace) -> None:
             while not stop_sampling.is_set():
                 t = clock.monotonic()
                 with contextlib.suppress(ApiError):
-                    await client.create(PODS, bare_pod(i, "probe"), namespace=base_ns)
+                    await client.create(PODS, bare_pod(f"probe-{i:05d}", pool), namespace=base_ns)
                     probe.append(clock.monotonic() - t)
                 i += 1
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop_sampling.wait(), a.probe_interval)
 
-        m0 = parse_metrics(await asyncio.to_thread(scrape, metrics_url))
+        m0 = parse_metrics(await asyncio.to_thread(scrape, metrics_url, METRICS_TIMEOUT))
         u0 = proc_status(proc.pid)
         cp0 = cpu_of({**cp, "bench": os.getpid()})
         api0 = await asyncio.to_thread(apiserver_latency)
@@ -1772,7 +1562,7 @@ async def load_main(a: argparse.Namespace) -> None:
                 break
         await asyncio.gather(*creates)
         t_arrived = clock.monotonic()
-        m_arrived = parse_metrics(await asyncio.to_thread(scrape, metrics_url))
+        m_arrived = parse_metrics(await asyncio.to_thread(scrape, metrics_url, METRICS_TIMEOUT))
         print(
             f"load: {len(created)} jobs created in {t_arrived - t0:.1f}s "
             f"({len(created) / (t_arrived - t0):.1f}/s; at most {behind:.1f}s behind schedule)"
@@ -1786,7 +1576,7 @@ async def load_main(a: argparse.Namespace) -> None:
             await clock.sleep(1.0)
         t1 = clock.monotonic()
         stop_sampling.set()
-        m1 = parse_metrics(await asyncio.to_thread(scrape, metrics_url))
+        m1 = parse_metrics(await asyncio.to_thread(scrape, metrics_url, METRICS_TIMEOUT))
         u1 = proc_status(proc.pid)
         cp1 = cpu_of({**cp, "bench": os.getpid()})
         api1 = await asyncio.to_thread(apiserver_latency)
@@ -1841,18 +1631,11 @@ async def load_main(a: argparse.Namespace) -> None:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
         log.close()
-        for name in namespaces:
-            with contextlib.suppress(ApiError):
-                await client.delete(NAMESPACES, name)
+        await namespaces.delete()
         t = clock.monotonic()
-        for name in namespaces:
+        for name in namespaces.names:
             while clock.monotonic() - t < a.cleanup_timeout:
                 try:
                     await client.get(NAMESPACES, name)
@@ -1875,11 +1658,9 @@ async def load_main(a: argparse.Namespace) -> None:
                 )
         print(f"cleanup: namespaces deleted in {clock.monotonic() - t:.0f}s")
         with contextlib.suppress(subprocess.CalledProcessError):
-            kubectl("delete", "node", "-l", f"{POOL_LABEL}={pool}", "--wait=false")
+            delete_node_pool(pool)
         selector.unlink(missing_ok=True)
-        for name, (pid, before) in pinned.items():
-            if not set_affinity(pid, before):
-                print(f"could not restore the affinity of {name} ({pid}) to {before}")
+        pins.restore()
         await client.close()
 
 

@@ -6,7 +6,7 @@ numbers; it is never a test. Steps, all in the same run, on a fresh pool of ``--
 (32 CPUs, 250 pods each, so capacity is ample) and fresh namespaces, all deleted at the end:
 
 1. **ceiling**: a bare asyncio client creates ``--ceiling-pods`` pods (``--concurrency`` in
-   flight): pods/s (``bench_throughput.ceiling``).
+   flight): pods/s (``_support.ceiling``, as in ``bench_throughput``).
 2. **lattice**: ``lattice run`` (default workers and QPS, ``--scheduling-unit cpu``,
    ``--namespaces <ns>``, the pool's node selector from a file) and ``--jobs`` TrainingJobs
    (``breezeml.ai/v1``) of fixed size ``minSize = maxSize = --workers``.
@@ -18,7 +18,7 @@ numbers; it is never a test. Steps, all in the same run, on a fresh pool of ``--
    CRD is installed (from the module cache, ``kubectl apply --server-side``; deleted at the end
    when this bench installed it): Lattice serves MXJob and MPIJob with its own CRDs.
 
-Per operator (see ``bench_throughput`` for how each is measured): time from the first create to
+Per operator (``_support.workload``, as in ``bench_throughput``): time from the first create to
 all pods seen by a watch, jobs/s, pods/s and % of the ceiling, p50/p99 latency from a job's create
 to all of its pods, API writes per job (delta of the apiserver's ``apiserver_request_total``,
 all clients, and the operator's own ``rest_client_requests_total``), peak RSS and CPU seconds;
@@ -51,6 +51,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import functools
 import os
 import subprocess
 import sys
@@ -61,33 +62,32 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from lattice.clock import RealClock
 from lattice.kube.client import RestClient, connect
 from lattice.kube.errors import ApiError
-from lattice.kube.resources import CRDS, NAMESPACES, PODS, SECRETS, Resource
+from lattice.kube.resources import CRDS, PODS, SECRETS, Resource
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_throughput import (
+from _support import (
     POOL_LABEL,
-    REPO,
     RUN,
-    PodWatch,
-    apiserver_writes,
+    Namespaces,
+    Ready,
     ceiling,
+    clock,
+    create_node_pool,
+    delete_node_pool,
     free_port,
     is_file,
     kubectl,
+    lattice_cmd,
+    metric_samples,
     operator_breakdown,
-    pct,
-    proc_usage,
     report,
     run_text,
-    scrape,
+    workload,
+    write_selector,
 )
 
-clock = RealClock()
 PEER_VERSION = "v1.8.1"
 TRAININGJOB = Resource("breezeml.ai", "v1", "trainingjobs", "TrainingJob")
 PYTORCHJOB = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
@@ -98,9 +98,6 @@ CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
 WEBHOOK_SECRET = "training-operator-webhook-cert"
 RESOURCES = {"limits": {"cpu": "100m", "memory": "64Mi"}}
 
-JobFactory = Callable[[str], dict[str, Any]]
-Ready = Callable[[subprocess.Popen[bytes], Path], Awaitable[None]]
-
 
 def go_modcache() -> Path:
     with contextlib.suppress(OSError, subprocess.CalledProcessError):
@@ -108,6 +105,23 @@ def go_modcache() -> Path:
         if out:
             return Path(out)
     return Path.home() / "go/pkg/mod"
+
+
+def template(container: str, pool: str) -> dict[str, Any]:
+    """The pod template of both kinds: one ``container`` on the pool's nodes."""
+    return {
+        "spec": {
+            "nodeSelector": {POOL_LABEL: pool},
+            "containers": [
+                {
+                    "name": container,
+                    "image": "example.com/train:1",
+                    "command": ["python", "main.py"],
+                    "resources": RESOURCES,
+                }
+            ],
+        }
+    }
 
 
 def trainingjob(name: str, workers: int, pool: str) -> dict[str, Any]:
@@ -118,44 +132,14 @@ def trainingjob(name: str, workers: int, pool: str) -> dict[str, Any]:
         "spec": {
             "minSize": workers,
             "maxSize": workers,
-            "replicaSpecs": {
-                "template": {
-                    "spec": {
-                        "nodeSelector": {POOL_LABEL: pool},
-                        "containers": [
-                            {
-                                "name": "trainingjob",
-                                "image": "example.com/train:1",
-                                "command": ["python", "main.py"],
-                                "resources": RESOURCES,
-                            }
-                        ],
-                    }
-                }
-            },
+            "replicaSpecs": {"template": template("trainingjob", pool)},
         },
     }
 
 
 def pytorchjob(name: str, workers: int, pool: str) -> dict[str, Any]:
     def replica(n: int) -> dict[str, Any]:
-        return {
-            "replicas": n,
-            "restartPolicy": "OnFailure",
-            "template": {
-                "spec": {
-                    "nodeSelector": {POOL_LABEL: pool},
-                    "containers": [
-                        {
-                            "name": "pytorch",
-                            "image": "example.com/train:1",
-                            "command": ["python", "main.py"],
-                            "resources": RESOURCES,
-                        }
-                    ],
-                }
-            },
-        }
+        return {"replicas": n, "restartPolicy": "OnFailure", "template": template("pytorch", pool)}
 
     specs = {"Master": replica(1)}
     if workers > 1:
@@ -171,12 +155,11 @@ def pytorchjob(name: str, workers: int, pool: str) -> dict[str, Any]:
 def queue_breakdown(text: str, queue: str) -> str:
     """controller-runtime's workqueue and reconcile metrics for one controller."""
     sums: dict[tuple[str, str], float] = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            if (s.labels.get("name") or s.labels.get("controller")) != queue:
-                continue
-            key = (s.name, s.labels.get("result", ""))
-            sums[key] = sums.get(key, 0.0) + s.value
+    for s in metric_samples(text):
+        if (s.labels.get("name") or s.labels.get("controller")) != queue:
+            continue
+        key = (s.name, s.labels.get("result", ""))
+        sums[key] = sums.get(key, 0.0) + s.value
     adds = sums.get(("workqueue_adds_total", ""), 0.0)
     if not adds:
         return f"{queue}: no workqueue metrics"
@@ -242,10 +225,6 @@ def log_has(log: Path, *words: str) -> bool:
     return any(all(w in line for w in words) for line in text.splitlines())
 
 
-def spawn(cmd: list[str], log: Any, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-
-
 def peer_ready(client: RestClient, ns: str, created: list[Path]) -> Ready:
     """Play the kubelet's part (mount the rotator's Secret at CERT_DIR), then wait until the
     PyTorchJob controller's workers start (its caches have synced). Every directory and file
@@ -269,113 +248,6 @@ def peer_ready(client: RestClient, ns: str, created: list[Path]) -> Ready:
         await until(f"{PEER_CONTROLLER} workers", started, proc, log)
 
     return ready
-
-
-async def workload(
-    client: RestClient,
-    *,
-    label: str,
-    cmd: list[str],
-    env: dict[str, str],
-    ready: Ready,
-    res: Resource,
-    make: JobFactory,
-    ns: str,
-    jobs: int,
-    want: int,
-    concurrency: int,
-    metrics_url: str,
-    breakdown: Callable[[str], str],
-    timeout: float,
-) -> dict[str, float]:
-    log_path = RUN / "log" / f"bench-{label}.log"
-    log = log_path.open("wb")
-    proc = spawn(cmd, log, env)
-    watch = PodWatch(client, ns)
-    watcher = asyncio.create_task(watch.run())
-    try:
-        t_start = clock.monotonic()
-        await ready(proc, log_path)
-        print(f"  [{label}] ready {clock.monotonic() - t_start:.1f}s after start")
-        await clock.sleep(2.0)
-        before = apiserver_writes()
-        created: dict[str, float] = {}
-        gate = asyncio.Semaphore(concurrency)
-
-        async def one(i: int) -> None:
-            name = f"{label}-{i:05d}"
-            async with gate:
-                created[name] = clock.monotonic()
-                await client.create(res, make(name), namespace=ns)
-
-        t0 = clock.monotonic()
-        await asyncio.gather(*(one(i) for i in range(jobs)))
-        t_created = clock.monotonic() - t0
-        deadline = t0 + timeout
-        while sum(1 for p in watch.seen.values() if len(p) >= want) < jobs:
-            if clock.monotonic() > deadline or proc.poll() is not None:
-                break
-            watch.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(watch.changed.wait(), 1.0)
-        complete = {j: max(p.values()) for j, p in watch.seen.items() if len(p) >= want}
-        t_all = max(complete.values(), default=clock.monotonic()) - t0
-        lat = [complete[j] - created[j] for j in complete if j in created]
-        after = apiserver_writes()
-        alive = proc.poll() is None
-        rss, cpu = proc_usage(proc.pid) if alive else (float("nan"),) * 2
-        if not alive:
-            print(f"  [{label}] OPERATOR EXITED {proc.returncode}; see {log_path}")
-        if len(complete) < jobs:
-            print(f"  [{label}] only {len(complete)} of {jobs} jobs got all {want} pods")
-        delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
-        own = conflicts = float("nan")
-        with contextlib.suppress(OSError):
-            text = scrape(metrics_url)
-            own = conflicts = 0.0
-            for fam in text_string_to_metric_families(text):
-                for s in fam.samples:
-                    if s.name != "rest_client_requests_total":
-                        continue
-                    if s.labels.get("method") in {"POST", "PUT", "PATCH", "DELETE"}:
-                        own += s.value
-                    if s.labels.get("code") == "409":
-                        conflicts += s.value
-            print(f"  [{label}] operator: {breakdown(text)}")
-        top = sorted(delta.items(), key=lambda kv: -kv[1])[:8]
-        print(
-            f"  [{label}] apiserver writes by resource: "
-            + ", ".join(f"{k}={v:.0f}" for k, v in top if v)
-        )
-        return {
-            "jobs_done": float(len(complete)),
-            "create_s": t_created,
-            "all_pods_s": t_all,
-            "jobs_per_s": len(complete) / t_all if t_all > 0 else 0.0,
-            "pods_per_s": len(complete) * want / t_all if t_all > 0 else 0.0,
-            "p50": pct(lat, 0.5),
-            "p99": pct(lat, 0.99),
-            "writes_per_job": sum(delta.values()) / jobs,
-            # Neither operator deletes while creating; DELETEs in the window are other clients'
-            # (the namespace controller emptying earlier runs' namespaces).
-            "writes_no_delete_per_job": sum(v for k, v in delta.items() if k[:6] != "DELETE")
-            / jobs,
-            "own_writes_per_job": own / jobs,
-            "conflicts": conflicts,
-            "rss_mib": rss,
-            "cpu_s": cpu,
-        }
-    finally:
-        watcher.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await watcher
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 async def force_delete_pods(client: RestClient, ns: str, concurrency: int) -> None:
@@ -440,76 +312,46 @@ async def main() -> None:
     kubeconfig = str(RUN / "kubeconfig")
     client = await connect(kubeconfig=kubeconfig)
     pool = f"t{uuid.uuid4().hex[:6]}"
-    nodes = run_text(
-        [
-            sys.executable,
-            str(REPO / "hack/controlplane/nodes.py"),
-            "--count",
-            str(a.nodes),
-            "--gpus",
-            "8",
-            "--pods",
-            "250",
-            "--prefix",
-            pool,
-            "--label",
-            f"{POOL_LABEL}={pool}",
-        ]
-    ).stdout
-    kubectl("apply", "-f", "-", stdin=nodes)
-    selector = RUN / f"bench-{pool}.selector"
-    selector.write_text(f"{POOL_LABEL}={pool}\n")
-    namespaces: list[str] = []
+    create_node_pool(pool, nodes=a.nodes, gpus=8)
+    selector = write_selector(pool)
+    namespaces = Namespaces(client, pool)
     written: list[Path] = []
     crd_installed = False
-
-    async def new_ns(prefix: str) -> str:
-        name = f"{prefix}-{pool}"
-        await client.create(NAMESPACES, {"metadata": {"name": name}})
-        namespaces.append(name)
-        return name
+    measure = functools.partial(
+        workload,
+        client,
+        pods_per_job=a.workers,
+        jobs=a.jobs,
+        concurrency=a.concurrency,
+        timeout=a.timeout,
+    )
 
     print(f"nproc={os.cpu_count()} jobs={a.jobs} workers={a.workers} nodes={a.nodes} pool={pool}")
     try:
-        ns = await new_ns("bare")
+        ns = await namespaces.new("bare")
         ceil = await ceiling(client, ns, n=a.ceiling_pods, concurrency=a.concurrency, pool=pool)
         print(f"     ceiling: {ceil:.1f} pods/s (bare RestClient, {a.concurrency} in flight)")
         results: dict[str, dict[str, float]] = {}
         if not a.no_lattice:
-            ns = await new_ns("tj")
+            ns = await namespaces.new("tj")
             mport, pport = free_port(), free_port()
-            lattice_cmd = [
-                str(REPO / ".venv/bin/lattice"),
-                "run",
-                "--kubeconfig",
-                kubeconfig,
-                "--namespaces",
-                ns,
-                "--metrics-addr",
-                f"127.0.0.1:{mport}",
-                "--probe-addr",
-                f"127.0.0.1:{pport}",
-                "--node-selector-path",
-                str(selector),
-                "--scheduling-unit",
-                a.scheduling_unit,
-                *a.operator_arg,
-            ]
-            results["lattice"] = await workload(
-                client,
+            results["lattice"] = await measure(
                 label="lattice",
-                cmd=lattice_cmd,
+                cmd=lattice_cmd(
+                    ns,
+                    selector,
+                    a.scheduling_unit,
+                    a.operator_arg,
+                    metrics_port=mport,
+                    probe_port=pport,
+                ),
                 env=dict(os.environ),
                 ready=lattice_ready(pport),
                 res=TRAININGJOB,
                 make=lambda name: trainingjob(name, a.workers, pool),
                 ns=ns,
-                jobs=a.jobs,
-                want=a.workers,
-                concurrency=a.concurrency,
                 metrics_url=f"http://127.0.0.1:{mport}/metrics",
                 breakdown=operator_breakdown,
-                timeout=a.timeout,
             )
             report("lattice", results["lattice"], ceil)
         peer = Path(a.peer_bin)
@@ -524,7 +366,7 @@ async def main() -> None:
                 crd_installed = True
                 kubectl("apply", "--server-side", "-f", a.peer_crd)
             kubectl("wait", "--for=condition=Established", f"crd/{PYTORCHJOB_CRD}")
-            ns = await new_ns("ptj")
+            ns = await namespaces.new("ptj")
             await client.create(SECRETS, {"metadata": {"name": WEBHOOK_SECRET}}, namespace=ns)
             mport, pport, wport = free_port(), free_port(), free_port()
             peer_cmd = [
@@ -540,8 +382,7 @@ async def main() -> None:
                 str(wport),
             ]
             env = dict(os.environ, KUBECONFIG=kubeconfig, MY_POD_NAMESPACE=ns, TMPDIR="/tmp")
-            results["training-operator"] = await workload(
-                client,
+            results["training-operator"] = await measure(
                 label="ptjop",
                 cmd=peer_cmd,
                 env=env,
@@ -549,12 +390,8 @@ async def main() -> None:
                 res=PYTORCHJOB,
                 make=lambda name: pytorchjob(name, a.workers, pool),
                 ns=ns,
-                jobs=a.jobs,
-                want=a.workers,
-                concurrency=a.concurrency,
                 metrics_url=f"http://127.0.0.1:{mport}/metrics",
                 breakdown=lambda text: queue_breakdown(text, PEER_CONTROLLER),
-                timeout=a.timeout,
             )
             report("training-op", results["training-operator"], ceil)
         if "lattice" in results and "training-operator" in results:
@@ -564,12 +401,10 @@ async def main() -> None:
             print(f"lattice / training-operator jobs/s: {ratio:.2f}x")
         table(results, ceil)
     finally:
-        for name in namespaces:
-            with contextlib.suppress(ApiError):
-                await client.delete(NAMESPACES, name)
+        await namespaces.delete()
         # The pool's nodes go next, and kwok confirms no deletion of a pod whose node is gone
         # (nor does a pod GC run here): without this, the namespaces would stay Terminating.
-        for name in namespaces:
+        for name in namespaces.names:
             await force_delete_pods(client, name, a.concurrency)
         if crd_installed:
             kubectl("delete", "crd", PYTORCHJOB_CRD, "--wait=false")
@@ -579,7 +414,7 @@ async def main() -> None:
                     path.rmdir()
                 else:
                     path.unlink()
-        kubectl("delete", "node", "-l", f"{POOL_LABEL}={pool}", "--wait=false")
+        delete_node_pool(pool)
         selector.unlink(missing_ok=True)
         await client.close()
 

@@ -1,0 +1,582 @@
+"""What the benches that drive the local control plane share; not a bench itself.
+
+Used by ``bench_throughput``, ``bench_trainingjob_throughput`` and ``bench_scheduler_load`` (run
+as ``python bench/<name>.py``: the script's folder is first on ``sys.path``, so
+``import _support`` finds this file):
+
+- paths (``REPO``, ``RUN`` = ``$LATTICE_CLUSTER_DIR`` or ``.cluster``), ``kubectl`` with the
+  control plane's binaries and kubeconfig, free ports, percentiles, /proc usage of a process;
+- CPU pinning with ``taskset``: the control plane's PIDs (``$RUN/*.pid``) on some cores, the
+  operator under test on others, the control plane's affinities restored at the end;
+- Prometheus text: the operator's ``/metrics`` (``scrape``), the apiserver's
+  (``apiserver_metrics``, with the admin client certificate), and their samples
+  (``metric_samples``, ``prometheus_client``'s parser);
+- the bench's pieces of the cluster: a kwok node pool, its node-selector file, namespaces, the
+  ``lattice run`` command, bare pods; a list+watch (``Watcher``, ``PodWatch``);
+- the throughput measurement of ``bench_throughput`` and ``bench_trainingjob_throughput``
+  (``ceiling``, ``workload``, ``report``);
+- ``apply_merge_patch``: RFC 7386, for in-memory fakes of the apiserver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from lattice.clock import RealClock
+from lattice.kube.client import RestClient
+from lattice.kube.errors import ApiError
+from lattice.kube.resources import NAMESPACES, PODS, Resource
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = Path(os.environ.get("LATTICE_CLUSTER_DIR", REPO / ".cluster"))
+POOL_LABEL = "lattice.bench/pool"
+JOB_LABEL = "training.kubeflow.org/job-name"
+clock = RealClock()
+Obj = dict[str, Any]
+JobFactory = Callable[[str], Obj]
+Ready = Callable[[subprocess.Popen[bytes], Path], Awaitable[None]]
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kubectl(*args: str, stdin: str | None = None) -> str:
+    paths = subprocess.run(
+        [str(REPO / "hack/controlplane/build.sh"), "paths"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    env = dict(os.environ, KUBECONFIG=str(RUN / "kubeconfig"))
+    env["PATH"] = os.pathsep.join([*paths, env.get("PATH", "")])
+    return subprocess.run(
+        ["kubectl", *args], input=stdin, capture_output=True, text=True, env=env, check=True
+    ).stdout
+
+
+def run_text(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=True)
+
+
+def start_process(
+    cmd: list[str], log: IO[bytes], env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``cmd`` with stdout and stderr to ``log`` (and ``env``, else this process's)."""
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def is_file(path: str | Path) -> bool:
+    return os.path.isfile(path)
+
+
+def proc_status(pid: int | str = "self") -> dict[str, float]:
+    """VmRSS, VmHWM, RssAnon (MiB) and CPU seconds (utime+stime) of a live process."""
+    out: dict[str, float] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM", "RssAnon"):
+            out[key] = int(rest.split()[0]) / 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    out["cpu"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: ``target`` with the JSON merge patch ``patch`` applied (``target`` unchanged).
+
+    ``lattice.runtime.status.merge_patch`` is the other direction: the patch between two objects.
+    """
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = apply_merge_patch(out.get(k), v)
+    return out
+
+
+# --------------------------------------------------------------------------- CPU pinning
+
+
+def control_plane_pids() -> dict[str, int]:
+    """The local control plane's live processes, by the stem of their ``$RUN/*.pid`` file."""
+    out: dict[str, int] = {}
+    for f in sorted(RUN.glob("*.pid")):
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(f.read_text().strip())
+            if Path(f"/proc/{pid}").exists():
+                out[f.stem] = pid
+    return out
+
+
+def cpu_affinity(pid: int) -> str | None:
+    """The taskset -c list of ``pid``, None when taskset cannot tell."""
+    try:
+        out = subprocess.run(
+            ["taskset", "-p", "-c", str(pid)], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return out.rsplit(":", 1)[1].strip()
+
+
+def set_affinity(pid: int, cpus: str) -> bool:
+    """All threads of ``pid`` to ``cpus`` (a taskset -c list); whether taskset succeeded."""
+    return (
+        subprocess.run(
+            ["taskset", "-a", "-p", "-c", cpus, str(pid)], capture_output=True, check=False
+        ).returncode
+        == 0
+    )
+
+
+class Pinning:
+    """The control plane on ``control_plane`` cpus, the operator under test on ``operator`` cpus.
+
+    ``pin`` moves every process of ``found`` (``control_plane_pids``, read at construction) to
+    ``control_plane`` and records in ``pinned`` those it moved with their affinity before;
+    ``restore`` puts them back. ``wrap`` runs a command under ``taskset -c operator``. A side
+    given as None is not pinned. As a context manager: ``pin`` on entry, ``restore`` on exit.
+    """
+
+    def __init__(self, *, operator: str | None, control_plane: str | None) -> None:
+        self.operator = operator
+        self.control_plane = control_plane
+        self.found = control_plane_pids()
+        self.pinned: dict[str, tuple[int, str]] = {}
+
+    def pin(self) -> None:
+        if self.control_plane is None:
+            return
+        for name, pid in self.found.items():
+            before = cpu_affinity(pid)
+            if before is not None and set_affinity(pid, self.control_plane):
+                self.pinned[name] = (pid, before)
+
+    def restore(self) -> None:
+        for name, (pid, before) in self.pinned.items():
+            if not set_affinity(pid, before):
+                print(f"could not restore the affinity of {name} ({pid}) to {before}")
+        self.pinned.clear()
+
+    def wrap(self, cmd: list[str]) -> list[str]:
+        """``cmd`` run on the operator's cpus."""
+        return cmd if self.operator is None else ["taskset", "-c", self.operator, *cmd]
+
+    def __enter__(self) -> Pinning:
+        self.pin()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+
+# --------------------------------------------------------------------------- Prometheus metrics
+
+
+def scrape(url: str, timeout: float = 5.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return str(r.read().decode())
+
+
+def metric_samples(text: str) -> Iterator[Sample]:
+    """Every sample of a Prometheus text exposition."""
+    for fam in text_string_to_metric_families(text):
+        yield from fam.samples
+
+
+def apiserver_metrics() -> str:
+    """The local kube-apiserver's ``/metrics`` (admin client certificate)."""
+    ctx = ssl.create_default_context(cafile=str(RUN / "pki/ca.crt"))
+    ctx.load_cert_chain(str(RUN / "pki/admin.crt"), str(RUN / "pki/admin.key"))
+    port = os.environ.get("LATTICE_API_PORT", "26443")
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx) as r:
+        return str(r.read().decode())
+
+
+def request_key(labels: dict[str, str]) -> str:
+    """``VERB resource/subresource`` of an apiserver request metric."""
+    return f"{labels['verb']} {labels.get('resource')}/{labels.get('subresource', '')}"
+
+
+def apiserver_writes() -> dict[str, float]:
+    """``apiserver_request_total`` of write verbs, by verb/resource/subresource."""
+    out: dict[str, float] = {}
+    for s in metric_samples(apiserver_metrics()):
+        if s.name != "apiserver_request_total":
+            continue
+        if s.labels.get("verb") not in {"POST", "PUT", "PATCH", "DELETE", "CREATE", "UPDATE"}:
+            continue
+        key = request_key(s.labels)
+        out[key] = out.get(key, 0.0) + s.value
+    return out
+
+
+# --------------------------------------------------------------------------- cluster pieces
+
+
+def create_node_pool(pool: str, *, nodes: int, gpus: int) -> None:
+    """``nodes`` kwok nodes ``<pool>-<i>`` (``gpus`` GPUs, 250 pods each) labelled with the pool."""
+    manifests = run_text(
+        [
+            sys.executable,
+            str(REPO / "hack/controlplane/nodes.py"),
+            "--count",
+            str(nodes),
+            "--gpus",
+            str(gpus),
+            "--pods",
+            "250",
+            "--prefix",
+            pool,
+            "--label",
+            f"{POOL_LABEL}={pool}",
+        ]
+    ).stdout
+    kubectl("apply", "-f", "-", stdin=manifests)
+
+
+def delete_node_pool(pool: str) -> None:
+    kubectl("delete", "node", "-l", f"{POOL_LABEL}={pool}", "--wait=false")
+
+
+def write_selector(pool: str) -> Path:
+    """The pool's node selector in a file, for ``lattice run --node-selector-path``."""
+    path = RUN / f"bench-{pool}.selector"
+    path.write_text(f"{POOL_LABEL}={pool}\n")
+    return path
+
+
+def lattice_cmd(
+    ns: str,
+    selector: Path,
+    scheduling_unit: str,
+    extra: list[str],
+    *,
+    metrics_port: int,
+    probe_port: int,
+) -> list[str]:
+    """``lattice run`` on namespace ``ns`` and the pool's nodes (``selector``), with ``$RUN``'s
+    kubeconfig, metrics and probes on localhost, then the ``extra`` arguments."""
+    return [
+        str(REPO / ".venv/bin/lattice"),
+        "run",
+        "--kubeconfig",
+        str(RUN / "kubeconfig"),
+        "--namespaces",
+        ns,
+        "--metrics-addr",
+        f"127.0.0.1:{metrics_port}",
+        "--probe-addr",
+        f"127.0.0.1:{probe_port}",
+        "--node-selector-path",
+        str(selector),
+        "--scheduling-unit",
+        scheduling_unit,
+        *extra,
+    ]
+
+
+def bare_pod(name: str, pool: str) -> Obj:
+    """A one-container pod for the pool's nodes, owned by no operator."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {POOL_LABEL: pool},
+            "containers": [{"name": "c", "image": "example.com/x:1"}],
+        },
+    }
+
+
+@dataclass
+class Namespaces:
+    """The namespaces ``<prefix>-<pool>`` a bench creates; ``delete`` deletes them all."""
+
+    client: RestClient
+    pool: str
+    names: list[str] = field(default_factory=list)
+
+    async def new(self, prefix: str) -> str:
+        name = f"{prefix}-{self.pool}"
+        await self.client.create(NAMESPACES, {"metadata": {"name": name}})
+        self.names.append(name)
+        return name
+
+    async def delete(self) -> None:
+        for name in self.names:
+            with contextlib.suppress(ApiError):
+                await self.client.delete(NAMESPACES, name)
+
+
+@dataclass
+class Watcher:
+    """List+watch of one resource in one namespace; ``on(type, obj)`` per object."""
+
+    client: RestClient
+    res: Resource
+    ns: str
+    on: Callable[[str, Obj], None]
+
+    async def run(self) -> None:
+        rv = ""
+        while True:
+            with contextlib.suppress(ApiError, asyncio.TimeoutError):
+                if not rv:
+                    token: str | None = None
+                    while True:
+                        listed = await self.client.list(
+                            self.res, namespace=self.ns, limit=500, continue_token=token
+                        )
+                        for item in listed.get("items") or []:
+                            self.on("ADDED", item)
+                        token = listed["metadata"].get("continue") or None
+                        rv = listed["metadata"]["resourceVersion"]
+                        if not token:
+                            break
+                async for ev in self.client.watch(
+                    self.res, namespace=self.ns, resource_version=rv, timeout_seconds=300
+                ):
+                    rv = ev.object.get("metadata", {}).get("resourceVersion", rv)
+                    if ev.type in ("ADDED", "MODIFIED", "DELETED"):
+                        self.on(ev.type, ev.object)
+                continue
+            rv = ""
+            await clock.sleep(0.5)
+
+
+@dataclass
+class PodWatch:
+    """First-seen time of every pod carrying the job-name label in one namespace."""
+
+    client: RestClient
+    ns: str
+    seen: dict[str, dict[str, float]] = field(default_factory=dict)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def _on(self, etype: str, pod: Obj) -> None:
+        if etype != "ADDED":
+            return
+        meta = pod.get("metadata") or {}
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
+        if job:
+            self.seen.setdefault(job, {}).setdefault(meta["name"], clock.monotonic())
+            self.changed.set()
+
+    async def run(self) -> None:
+        await Watcher(self.client, PODS, self.ns, self._on).run()
+
+
+# --------------------------------------------------------------------------- throughput
+
+
+async def ceiling(client: RestClient, ns: str, *, n: int, concurrency: int, pool: str) -> float:
+    """Pods/s of ``n`` bare pod creates, ``concurrency`` in flight."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await client.create(PODS, bare_pod(f"bare-{i:05d}", pool), namespace=ns)
+
+    start = clock.monotonic()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return n / (clock.monotonic() - start)
+
+
+async def workload(
+    client: RestClient,
+    *,
+    label: str,
+    cmd: list[str],
+    ns: str,
+    res: Resource,
+    make: JobFactory,
+    pods_per_job: int,
+    jobs: int,
+    concurrency: int,
+    metrics_url: str | None,
+    breakdown: Callable[[str], str],
+    timeout: float,
+    env: dict[str, str] | None = None,
+    ready: Ready | None = None,
+) -> dict[str, float]:
+    """Start operator ``cmd`` (output in ``$RUN/log/bench-<label>.log``), create ``jobs`` objects
+    ``make(name)`` of ``res`` in ``ns`` (``concurrency`` in flight) and measure until each has
+    ``pods_per_job`` pods (seen by a ``PodWatch``) or ``timeout`` s after the first create.
+
+    The clock starts 5 s after the operator started (time to sync its caches), or, with
+    ``ready``, 2 s after ``ready(proc, log path)`` returned. Returns jobs done, create and
+    all-pods seconds, jobs/s, pods/s, p50/p99 from a job's create to its last pod, apiserver
+    writes per job (all clients; and without DELETEs), the operator's own writes per job and
+    409s (its ``rest_client_requests_total`` at ``metrics_url``, printed with ``breakdown``),
+    its peak RSS and CPU seconds."""
+    log_path = RUN / "log" / f"bench-{label}.log"
+    log = log_path.open("wb")
+    proc = start_process(cmd, log, env)
+    watch = PodWatch(client, ns)
+    watcher = asyncio.create_task(watch.run())
+    try:
+        if ready is None:
+            # give the controller time to sync its caches before the clock starts
+            await clock.sleep(5.0)
+            if proc.poll() is not None:
+                raise SystemExit(f"{label} exited {proc.returncode}; see {log_path}")
+        else:
+            t_start = clock.monotonic()
+            await ready(proc, log_path)
+            print(f"  [{label}] ready {clock.monotonic() - t_start:.1f}s after start")
+            await clock.sleep(2.0)
+        before = apiserver_writes()
+        created: dict[str, float] = {}
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(i: int) -> None:
+            name = f"{label}-{i:05d}"
+            async with gate:
+                created[name] = clock.monotonic()
+                await client.create(res, make(name), namespace=ns)
+
+        t0 = clock.monotonic()
+        await asyncio.gather(*(one(i) for i in range(jobs)))
+        t_created = clock.monotonic() - t0
+        want = pods_per_job
+        deadline = t0 + timeout
+        while sum(1 for p in watch.seen.values() if len(p) >= want) < jobs:
+            if clock.monotonic() > deadline or proc.poll() is not None:
+                break
+            watch.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(watch.changed.wait(), 1.0)
+        complete = {j: max(p.values()) for j, p in watch.seen.items() if len(p) >= want}
+        t_all = max(complete.values(), default=clock.monotonic()) - t0
+        lat = [complete[j] - created[j] for j in complete if j in created]
+        after = apiserver_writes()
+        alive = proc.poll() is None
+        usage = proc_status(proc.pid) if alive else {}
+        rss, cpu = usage.get("VmHWM", float("nan")), usage.get("cpu", float("nan"))
+        if not alive:
+            print(f"  [{label}] OPERATOR EXITED {proc.returncode}; see {log_path}")
+        if len(complete) < jobs:
+            print(f"  [{label}] only {len(complete)} of {jobs} jobs got all {want} pods")
+        delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+        own = conflicts = float("nan")
+        if metrics_url:
+            with contextlib.suppress(OSError):
+                text = scrape(metrics_url)
+                own = conflicts = 0.0
+                for s in metric_samples(text):
+                    if s.name != "rest_client_requests_total":
+                        continue
+                    if s.labels.get("method") in {"POST", "PUT", "PATCH", "DELETE"}:
+                        own += s.value
+                    if s.labels.get("code") == "409":
+                        conflicts += s.value
+                print(f"  [{label}] operator: {breakdown(text)}")
+        top = sorted(delta.items(), key=lambda kv: -kv[1])[:8]
+        print(
+            f"  [{label}] apiserver writes by resource: "
+            + ", ".join(f"{k}={v:.0f}" for k, v in top if v)
+        )
+        return {
+            "jobs_done": float(len(complete)),
+            "create_s": t_created,
+            "all_pods_s": t_all,
+            "jobs_per_s": len(complete) / t_all if t_all > 0 else 0.0,
+            "pods_per_s": len(complete) * want / t_all if t_all > 0 else 0.0,
+            "p50": pct(lat, 0.5),
+            "p99": pct(lat, 0.99),
+            "writes_per_job": sum(delta.values()) / jobs,
+            # The operators do not delete while creating; DELETEs in the window are other
+            # clients' (the namespace controller emptying earlier runs' namespaces).
+            "writes_no_delete_per_job": sum(v for k, v in delta.items() if k[:6] != "DELETE")
+            / jobs,
+            "own_writes_per_job": own / jobs,
+            "conflicts": conflicts,
+            "rss_mib": rss,
+            "cpu_s": cpu,
+        }
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+        stop_process(proc)
+        log.close()
+
+
+def operator_breakdown(text: str) -> str:
+    """Where the operator's time went: per queue, adds/retries and the mean wait in the queue and
+    in reconcile; reconcile results; scheduler passes and their mean duration."""
+    sums: dict[tuple[str, str], float] = {}
+    for s in metric_samples(text):
+        name = s.labels.get("name") or s.labels.get("controller") or ""
+        tag = s.labels.get("result", "")
+        key = (s.name, f"{name}/{tag}" if tag else name)
+        sums[key] = sums.get(key, 0.0) + s.value
+    parts = []
+    for q in ("mpijob", "trainingjob"):
+        adds = sums.get(("workqueue_adds_total", q), 0.0)
+        if not adds:
+            continue
+        wait = sums.get(("workqueue_queue_duration_seconds_sum", q), 0.0)
+        work = sums.get(("workqueue_work_duration_seconds_sum", q), 0.0)
+        results = {
+            k[1].split("/", 1)[1]: v
+            for k, v in sums.items()
+            if k[0] == "controller_runtime_reconcile_total" and k[1].startswith(f"{q}/") and v
+        }
+        parts.append(
+            f"{q}: adds {adds:.0f}, retries {sums.get(('workqueue_retries_total', q), 0):.0f}, "
+            f"mean queue wait {wait / adds:.3f}s, reconcile time {work:.1f}s total, {results}"
+        )
+    n = sums.get(("lattice_scheduler_pass_duration_seconds_count", ""), 0.0)
+    t = sums.get(("lattice_scheduler_pass_duration_seconds_sum", ""), 0.0)
+    if n:
+        parts.append(f"scheduler: {n:.0f} passes, {t:.1f}s total, mean {t / n:.3f}s")
+    return "; ".join(parts)
+
+
+def report(label: str, r: dict[str, float], ceiling_pods: float) -> None:
+    print(
+        f"{label:>12}: {r['jobs_done']:.0f} jobs, all pods in {r['all_pods_s']:.1f}s "
+        f"(creates took {r['create_s']:.1f}s), {r['jobs_per_s']:.1f} jobs/s, "
+        f"{r['pods_per_s']:.1f} pods/s = {r['pods_per_s'] / ceiling_pods:.0%} of ceiling, "
+        f"p50 {r['p50']:.2f}s p99 {r['p99']:.2f}s, apiserver writes/job {r['writes_per_job']:.1f}"
+        f" (operator's own {r['own_writes_per_job']:.1f}), peak RSS {r['rss_mib']:.0f} MiB, "
+        f"CPU {r['cpu_s']:.1f}s, operator 409s {r.get('conflicts', float('nan')):.0f}"
+    )
