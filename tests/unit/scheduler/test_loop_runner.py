@@ -33,6 +33,7 @@ from lattice.runtime.projections import (
 )
 from lattice.scheduler.core import Plan, SchedulerConfig, Strategy
 from lattice.scheduler.loop import ContextSource, SchedulerLoop
+from lattice.scheduler.loop.runner import URGENT_FOR
 from lattice.scheduler.loop.snapshot import SHOWN_POSITIONS
 from tests.support.aio import settle
 from tests.support.fake_apiserver import running
@@ -494,7 +495,9 @@ async def test_a_preempted_job_reconciles_at_its_beneficiarys_priority_for_that_
     assert h.loop.priority_of("FakeJob", "ns/low") == 10
     assert h.loop.priority_of("FakeJob", "ns/other") == 0  # untouched by that pass
     assert h.client.names()[-2:] == ["high", "low"]  # the beneficiary is written first
-    await h.loop.run_once()  # nothing shrinks now
+    await h.loop.run_once()  # the next pass (which shrinks nothing) does not reset it
+    assert h.loop.priority_of("FakeJob", "ns/low") == 10
+    await h.clock.advance(URGENT_FOR)
     assert h.loop.priority_of("FakeJob", "ns/low") == 0
 
 

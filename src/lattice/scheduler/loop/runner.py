@@ -168,14 +168,21 @@ class _ViewMemo:
             del self._memo[key]
 
 
-def _urgency(plan: Plan, entries: Mapping[str, _Entry]) -> dict[str, int]:
+#: How long a job a pass shrank keeps its beneficiary's priority for reconciles (seconds): long
+#: enough for the watch to deliver the write and a worker to take the key, even when the next
+#: passes follow at once.
+URGENT_FOR = 30.0
+
+
+def _urgency(plan: Plan, entries: Mapping[str, _Entry]) -> tuple[dict[str, int], set[str]]:
     """The jobs ``plan`` shrinks (or stops), each with the highest priority among the jobs it
-    admits or grows; none when it grows nothing."""
-    grown = [e.view.priority for k, e in entries.items() if plan[k].size > e.view.current_size]
+    admits or grows (none when it grows nothing); and the jobs it grows."""
+    grown = {k for k, e in entries.items() if plan[k].size > e.view.current_size}
     if not grown:
-        return {}
-    top = max(grown)
-    return {k: top for k, e in entries.items() if plan[k].size < e.view.current_size}
+        return {}, grown
+    top = max(entries[k].view.priority for k in grown)
+    shrunk = {k: top for k, e in entries.items() if plan[k].size < e.view.current_size}
+    return shrunk, grown
 
 
 class _Need(enum.Enum):
@@ -282,8 +289,9 @@ class SchedulerLoop:
         self._last_pass: float | None = None
         self._written: dict[str, tuple[frozenset[str], Obj]] = {}
         self._views = _ViewMemo()
-        #: Jobs the last pass shrank, by the priority of what it made room for.
-        self._urgent: dict[str, int] = {}
+        #: Jobs a pass shrank in the last ``URGENT_FOR`` seconds: the priority of what it made
+        #: room for, and until when (clock.monotonic()).
+        self._urgent: dict[str, tuple[int, float]] = {}
         self._stage_labels: set[tuple[str, str]] = {
             (kind, stage) for kind in self._plugins for stage in STAGE_LABELS
         }
@@ -299,7 +307,10 @@ class SchedulerLoop:
         namespace, _, name = key.partition("/")
         value = self._views.priority(kind, namespace, name)
         own = 0 if value is None else value
-        return max(own, self._urgent.get(f"{kind}/{key}", own))
+        urgent = self._urgent.get(f"{kind}/{key}")
+        if urgent is None or urgent[1] <= self._clock.monotonic():
+            return own
+        return max(own, urgent[0])
 
     # --- triggering ----------------------------------------------------------------------------
 
@@ -508,7 +519,7 @@ class SchedulerLoop:
             nodes=nodes, jobs=tuple(e.view for e in entries.values()), config=self._config
         )
         plan = schedule(snapshot, now)
-        self._urgent = _urgency(plan, entries)
+        self._note_urgent(plan, entries)
         flushes: list[datetime] = []
         needs = {key: self._needs_write(plan, e, now, flushes) for key, e in entries.items()}
         todo = [entries[key] for key, need in needs.items() if need is _Need.WRITE]
@@ -532,7 +543,7 @@ class SchedulerLoop:
         # Highest priority first (a shrunk job at its beneficiary's, just after it): the gate
         # admits writes in this order, so an urgent grant is not written behind a pass's worth
         # of bookkeeping, and its reconcile is queued ahead of its victims'.
-        urgent = self._urgent
+        urgent = {k: v[0] for k, v in self._urgent.items()}
         todo.sort(
             key=lambda e: (
                 -max(e.view.priority, urgent.get(e.view.key, e.view.priority)),
@@ -561,6 +572,19 @@ class SchedulerLoop:
             seconds=round(self._clock.monotonic() - started, 6),
         )
         return plan
+
+    def _note_urgent(self, plan: Plan, entries: Mapping[str, _Entry]) -> None:
+        """Remember the jobs ``plan`` shrinks for ``URGENT_FOR`` seconds; forget expired ones
+        and the ones it grows again."""
+        clock = self._clock.monotonic()
+        shrunk, grown = _urgency(plan, entries)
+        kept = {
+            k: v
+            for k, v in self._urgent.items()
+            if v[1] > clock and k not in grown and k in entries
+        }
+        kept.update((k, (priority, clock + URGENT_FOR)) for k, priority in shrunk.items())
+        self._urgent = kept
 
     async def _write(
         self, entry: _Entry, decision: Decision, now: datetime, gate: asyncio.Semaphore
