@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--strategy", choices=[s.value for s in Strategy], help="for `lattice`")
     p.add_argument("--resize-interval", type=float, help="seconds (default: the core's)")
-    p.add_argument("--starvation-limit", type=float, help="seconds (LAS promotion)")
+    p.add_argument("--starvation-limit", type=float, help="seconds (LAS aging limit)")
     p.add_argument("--restart-cost", type=float, default=30.0, help="seconds per resize (30)")
     p.add_argument("--min-fraction", type=float, default=0.5, help="min = ceil(units x F)")
     p.add_argument("--max-factor", type=float, default=2.0, help="max = round(units x F)")

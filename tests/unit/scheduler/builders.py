@@ -20,6 +20,8 @@ from lattice.scheduler.core import (
     SchedulerConfig,
     Snapshot,
     Stage,
+    Strategy,
+    las_band,
     schedule,
 )
 
@@ -31,6 +33,7 @@ __all__ = [
     "check",
     "decision",
     "job",
+    "ref_aged",
     "ref_fits",
     "ref_place",
     "ref_repack",
@@ -144,7 +147,9 @@ def job(name: str, *, kind: str = "TrainingJob", namespace: str = "ns") -> JobBu
 #: The knobs the hand-computed tables were written against, pinned so that tuning the product's
 #: defaults (from ``lattice simulate`` evidence) never silently changes what a table means.
 TABLE_CONFIG = SchedulerConfig(
-    resize_interval=timedelta(seconds=60), starvation_limit=timedelta(hours=1)
+    strategy=Strategy.STRICT_FIFO,
+    resize_interval=timedelta(seconds=60),
+    starvation_limit=timedelta(hours=1),
 )
 
 
@@ -201,23 +206,40 @@ def ref_fits(free: list[int], view: JobView, *, replicas: int) -> bool:
     return False
 
 
-def ref_repack(snapshot: Snapshot, plan: Plan) -> list[int] | None:
-    """Re-pack the plan's running jobs node by node: minimums in order, then growth in order.
+def ref_aged(snapshot: Snapshot, d: Decision, now: datetime) -> bool:
+    """Rule 2's aging, recomputed from a decision: LAS, band >= 1, queued >= the limit ago."""
+    config = snapshot.config
+    return (
+        config.strategy == Strategy.LEAST_ATTAINED_SERVICE
+        and las_band(d.attained_service, config) > 0
+        and d.queued_time is not None
+        and now - d.queued_time >= config.starvation_limit
+    )
 
-    Returns the per-node free units left, or ``None`` if some pod cannot be placed.
+
+def ref_repack(snapshot: Snapshot, plan: Plan, now: datetime) -> list[int] | None:
+    """Re-pack the plan's running jobs node by node, in the order rule 4 places them.
+
+    Minimums in order, an aged job's growth right after its minimum, then the other jobs'
+    growth in order. Returns the per-node free units left, or ``None`` if a pod cannot be placed.
     """
     free = [max(0, n.free_units) for n in snapshot.nodes]
     views = {j.key: j for j in snapshot.jobs}
     running = [k for k in plan.order if plan[k].stage == Stage.RUNNING]
+
+    def grow(key: str) -> bool:
+        v = views[key]
+        return all(ref_place(free, v.replica_units) for _ in range(plan[key].size - v.min_size))
+
+    aged = {k for k in running if ref_aged(snapshot, plan[k], now)}
     for key in running:
         v = views[key]
         if not ref_fits(free, v, replicas=v.min_size - len(v.fixed_pods)):
             return None
-    for key in running:
-        v = views[key]
-        for _ in range(plan[key].size - v.min_size):
-            if not ref_place(free, v.replica_units):
-                return None
+        if key in aged and not grow(key):
+            return None
+    if not all(grow(key) for key in running if key not in aged):
+        return None
     return free
 
 

@@ -96,6 +96,7 @@ GANGS = [
     ),
 ]
 
+# TABLE_CONFIG: bands start at 3600 and 36000 unit-seconds; starvation_limit (aging) is 1 h.
 LAS_CASES = [
     pytest.param(
         Case(
@@ -126,29 +127,96 @@ LAS_CASES = [
     pytest.param(
         Case(
             snapshot=snap(
-                job("x").gang(8).waiting().service(7200),
-                job("y").gang(8).waiting().queued(at(1)),
+                job("x").gang(8).waiting().service(50_000),
+                job("y").gang(8).waiting().queued(at(1)).service(7200),
                 strategy=LAS,
             ),
             now=at(60),
             want={"x": ("Running", 8), "y": ("Waiting", 0)},
             order=["x", "y"],
-            fields={"x": {"attained_service": 0.0, "service_updated_at": at(60)}},
+            fields={"x": {"attained_service": 50_000.0, "service_updated_at": at(60)}},
         ),
-        id="LAS: a job waiting past starvation_limit is promoted to the first band",
+        id="LAS: a job queued starvation_limit ago is aged and goes before a younger job of a "
+        "lower band; its service is kept",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("x").gang(8).waiting().service(7200),
+                job("z").gang(8).new(),
+                strategy=LAS,
+            ),
+            now=at(60),
+            want={"x": ("Waiting", 0), "z": ("Running", 8)},
+            order=["z", "x"],
+        ),
+        id="LAS: band 0 still goes before an aged job",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("a").gang(8).waiting().service(1e9),
+                job("b").gang(8).waiting().queued(at(5)).service(7200),
+                strategy=LAS,
+            ),
+            now=at(90),
+            want={"a": ("Running", 8), "b": ("Waiting", 0)},
+            order=["a", "b"],
+        ),
+        id="LAS: aged jobs are first come first served, whatever their band",
     ),
     pytest.param(
         Case(
             snapshot=snap(
                 job("x").gang(8).waiting().service(7200).resized(at(30)),
-                job("y").gang(8).waiting().queued(at(1)),
+                job("y").gang(8).waiting().queued(at(1)).service(4000),
                 strategy=LAS,
             ),
             now=at(60),
-            want={"x": ("Waiting", 0), "y": ("Running", 8)},
-            order=["y", "x"],
+            want={"x": ("Running", 8), "y": ("Waiting", 0)},
+            order=["x", "y"],
         ),
-        id="LAS: waiting counts from the last stop, not the original queued time",
+        id="LAS: age counts from queued_time, which a preemption keeps, not from the last stop",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("r").gang(8).running(8).service(50_000, at(60)),
+                job("w").gang(8).waiting().queued(at(30)).service(4000),
+                strategy=LAS,
+            ),
+            now=at(60),
+            want={"r": ("Running", 8), "w": ("Waiting", 0)},
+            order=["r", "w"],
+        ),
+        id="LAS: a running aged job is not preempted by a younger job of a lower band",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("a").min(2).max(8).running(2).service(7200, at(30)),
+                job("b").gang(4).waiting().queued(at(10)).service(4000),
+                strategy=LAS,
+            ),
+            now=at(60),
+            want={"a": ("Running", 8), "b": ("Waiting", 0)},
+            order=["a", "b"],
+            events={"a": ["Grown 2\u21928"]},
+        ),
+        id="LAS: an aged job grows to its target before a younger job is admitted",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("a").min(2).max(8).running(2).service(7200, at(30)),
+                job("b").gang(4).waiting().queued(at(10)).service(4000),
+                strategy=LAS,
+            ),
+            now=at(30),
+            want={"a": ("Running", 4), "b": ("Running", 4)},
+            order=["a", "b"],
+        ),
+        id="LAS: a younger job gets its minimum before an earlier job grows (same jobs, not aged)",
     ),
     pytest.param(
         Case(
@@ -175,7 +243,19 @@ LAS_CASES = [
             want={"x": ("Waiting", 0), "y": ("Running", 8)},
             wakeup=at(60),
         ),
-        id="LAS: the next wakeup is the starvation promotion",
+        id="LAS: the next wakeup is a waiting job becoming aged",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("y").gang(8).running(8).service(4000, at(1)),
+                strategy=LAS,
+            ),
+            now=at(1),
+            want={"y": ("Running", 8)},
+            wakeup=at(60),
+        ),
+        id="LAS: the next wakeup is a running job becoming aged (before its next band at 67m)",
     ),
     pytest.param(
         Case(
@@ -188,6 +268,18 @@ LAS_CASES = [
             wakeup=at(1, seconds=75),
         ),
         id="LAS: the next wakeup is a running job reaching its next band",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("y").gang(8).running(8).service(1e9, at(90)),
+                strategy=LAS,
+            ),
+            now=at(90),
+            want={"y": ("Running", 8)},
+            wakeup=None,
+        ),
+        id="LAS: an aged job in the last band has no timer",
     ),
 ]
 

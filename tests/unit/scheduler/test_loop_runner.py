@@ -186,7 +186,8 @@ class Harness:
             context=ContextSource(
                 Settings(scheduling_unit=unit), priority_classes=self.priority_classes
             ),
-            config=config or SchedulerConfig(),
+            # The loop's tests were written against FIFO; LAS (the default) adds band timers.
+            config=config or SchedulerConfig(strategy=Strategy.STRICT_FIFO),
             **loop_kwargs,
         )
         # A restarted operator lists what the server holds.

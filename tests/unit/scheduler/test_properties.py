@@ -86,7 +86,7 @@ configs = st.builds(
     SchedulerConfig,
     strategy=st.sampled_from(list(Strategy)),
     resize_interval=st.sampled_from([timedelta(0), timedelta(minutes=1), timedelta(minutes=10)]),
-    starvation_limit=st.sampled_from([timedelta(minutes=10), timedelta(hours=1)]),
+    starvation_limit=st.sampled_from([timedelta(0), timedelta(minutes=10), timedelta(hours=1)]),
 )
 
 
@@ -112,7 +112,7 @@ def owned(view: JobView) -> bool:
 @given(s=snapshots(), now=nows)
 def test_capacity_is_never_overcommitted_per_node_or_in_total(s: Snapshot, now: datetime) -> None:
     plan = schedule(s, now)
-    left = ref_repack(s, plan)
+    left = ref_repack(s, plan, now)
     assert left is not None, "the plan's sizes do not pack onto the nodes"
     assert plan.capacity_total == sum(max(0, n.free_units) for n in s.nodes)
     assert plan.capacity_used == plan.capacity_total - sum(left)

@@ -69,7 +69,7 @@ def test_fifo_strict_blocks_behind_head() -> None:
 
 
 def test_lattice_strict_fifo_equals_fifo_strict_for_rigid_jobs() -> None:
-    r = simulate(RIGID, lattice(4), policy="l", capacity=4)
+    r = simulate(RIGID, lattice(4, strategy=Strategy.STRICT_FIFO), policy="l", capacity=4)
     assert jcts(r) == {"j0": 100, "j1": 190, "j2": 230}
     assert all(j.resizes == 0 for j in r.jobs)
 
@@ -120,6 +120,29 @@ def test_lattice_las_preempts_long_job_for_new_one() -> None:
     # 25 s of work done: 40..115.
     assert jcts(r) == {"j0": 115, "j1": 25}
     assert [j.resizes for j in r.jobs] == [1, 0]
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected", "resizes"),
+    [(360.0, {"j0": 465, "j1": 310}, [1, 1]), (1e6, {"j0": 605, "j1": 200}, [1, 0])],
+)
+def test_lattice_las_aging_bounds_the_wait_of_a_long_job(
+    limit: float, expected: dict[str, float], resizes: list[int]
+) -> None:
+    # Rigid 4-unit jobs on 4 units; bands: < 100, < 1000, open. A(0s, 400s), B(300s, 200s).
+    jobs = [job(0, 0, 400, 4, 4, 4), job(1, 300, 200, 4, 4, 4)]
+    config = SchedulerConfig(
+        las_first_band=100.0, las_bands=3, starvation_limit=timedelta(seconds=limit)
+    )
+    r = simulate(
+        jobs, LatticeAllocator(make_nodes(4, 8), config), policy="las", capacity=4, restart_cost=5
+    )
+    # At 300 A has 1200 unit-s (band 2) and B preempts it (band 0); B is in band 1 from 325.
+    # Aged at 360 (queued 360 s ago), A goes before the younger B: resumes 360 (+5 s restart)
+    # with 100 s left -> 465; B resumes at 465 (+5 s) with 140 s left -> 610 (JCT 310).
+    # Without aging B runs to 500 and A, resumed 500 (+5 s), ends at 605.
+    assert jcts(r) == expected
+    assert [j.resizes for j in r.jobs] == resizes
 
 
 def test_lattice_original_gives_max_first_and_pauses_rest() -> None:
@@ -210,7 +233,7 @@ def test_run_policies_and_cli(tmp_path: Path) -> None:
         map_jobs(read_trace(trace), MappingOptions(), capacity=4), ["all"], capacity=4
     )
     names = [r.metrics.policy for r in runs]
-    assert names[0] == "lattice (StrictFIFO)"
+    assert names[0] == "lattice (LeastAttainedService)"
     assert "no-queueing" in names
     assert render_png(runs).startswith(b"\x89PNG")
     p = argparse.ArgumentParser()

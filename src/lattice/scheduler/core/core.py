@@ -11,10 +11,11 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    (requeued at a fresh time once unsuspended). Finished jobs and stages the scheduler does not
    own (``Completed``, ``Wrong``, anything else) pass through untouched with size 0. A view that
    cannot be scheduled (``JobView.problem()``, e.g. min > max) becomes ``Wrong`` with size 0.
-2. Candidates are ordered by :mod:`lattice.scheduler.core.order`: priority desc, [LAS band],
+2. Candidates are ordered by :mod:`lattice.scheduler.core.order`: priority desc, [LAS rank],
    queued_time, creation_time, namespace/name: a total order. ``LeastAttainedService`` bands
-   grow exponentially with attained service; a waiting job that has waited ``starvation_limit``
-   (since the later of its queued_time and its last stop) is promoted to band 0.
+   grow exponentially with attained service. A job in band 1 or above queued at least
+   ``starvation_limit`` ago (running or not) is *aged*: it ranks after band 0 and before every
+   younger job, first come first served among the aged, until it leaves the queue.
 3. *Admission* walks that order and packs each job's minimum (fixed pods + min replicas) onto
    the nodes' free units (:mod:`lattice.scheduler.core.packing`; per node, all-or-nothing).
    ``StrictFIFO`` stops at the first job whose minimum does not fit; ``BestEffortFIFO`` and
@@ -25,9 +26,12 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    so a running job's status does not change whenever the queue behind it moves).
 4. Each admitted job gets its minimum; spare capacity then grows the admitted jobs toward
    their target size in the same order, replica by replica while a replica fits on a node.
+   An aged job grows toward its target as soon as it is admitted, before any later job is
+   admitted, so younger jobs cannot hold it at its minimum (a bounded wait is worth little
+   at half speed).
 5. A running job that is not admitted gets size 0 and goes back to ``Waiting`` keeping its
    ``queued_time``; victims are therefore always later in the order (lower priority, or equal
-   priority and queued later; or, under LAS, in a higher band). Events name the beneficiary:
+   priority and queued later; or, under LAS, of a higher rank). Events name the beneficiary:
    the earliest job in order that was newly admitted or grew (taking units) in this pass.
 6. Churn control: a ``Running`` job's target is ``max_size`` only when its last resize is at
    least ``resize_interval`` ago (or it never resized, or the interval is 0); otherwise its
@@ -41,14 +45,13 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    this pass. ``requeue_time`` is None whenever no pod is pending or the job is not running.
 8. Attained service: a ``Running`` job accrues units_in_use(current_size) * (now -
    service_updated_at) unit-seconds and ``service_updated_at`` = now; a job admitted now gets
-   ``service_updated_at`` = now. Under LAS, a starvation-promoted job that is admitted has its
-   service reset to 0 (Tiresias), so that it keeps band 0 on the next pass.
+   ``service_updated_at`` = now. Service is never reset.
 9. Idempotence: ``schedule(apply(s, schedule(s, now)), now)`` changes nothing and emits no
    events; the same inputs always give the same plan.
 
 ``Plan.next_wakeup`` is the earliest time after now at which an unchanged snapshot could get
 another plan: a cooldown ending, a pending timeout expiring, a deferred growth becoming
-allowed (only when a replica would fit), a LAS starvation promotion or band change.
+allowed (only when a replica would fit), a LAS band change or a job becoming aged.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ from datetime import datetime, timedelta
 
 from lattice.scheduler.core.effects import capacity_used, next_wakeup, settle
 from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended, format_time
-from lattice.scheduler.core.order import las_band, order_key, starved
+from lattice.scheduler.core.order import is_aged, las_band, las_rank, order_key
 from lattice.scheduler.core.packing import Histogram, Shape, make_shape
 from lattice.scheduler.core.plan import Plan
 from lattice.scheduler.core.state import JobState, to_decision
@@ -93,7 +96,7 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
     ordered = _order(candidates, now=now, config=config)
     free = Histogram(node.free_units for node in snapshot.nodes)
     total = free.total
-    _admit(ordered, free=free, config=config)
+    _admit(ordered, free=free, now=now, config=config)
     _grow(ordered, free=free, now=now, config=config)
     settle(ordered, now=now, config=config, capacity=total)
     all_states = [states[k] for k in keys]
@@ -168,28 +171,25 @@ def _accrue(s: JobState, now: datetime) -> None:
 
 
 def _order(candidates: list[JobState], *, now: datetime, config: SchedulerConfig) -> list[JobState]:
-    """Rule 2: sort candidates, computing LAS bands and starvation promotion first."""
+    """Rule 2: sort candidates, computing LAS bands and aging first."""
     if config.strategy == Strategy.LEAST_ATTAINED_SERVICE:
         for s in candidates:
-            band = las_band(s.attained, config)
-            if (
-                band
-                and not s.held
-                and s.queued is not None
-                and starved(
-                    queued_time=s.queued, last_resize_time=s.last_resize, now=now, config=config
-                )
-            ):
-                band, s.promoted = 0, True
-            s.band = band
-    # queued is set for every candidate by _prepare; `or now` only narrows the type.
+            s.band = band = las_band(s.attained, config)
+            # queued is set for every candidate by _prepare; `or now` only narrows the type.
+            s.aged = is_aged(band=band, queued_time=s.queued or now, now=now, config=config)
+            s.rank = las_rank(band, aged=s.aged)
     return sorted(
-        candidates, key=lambda s: order_key(s.view, queued_time=s.queued or now, band=s.band)
+        candidates, key=lambda s: order_key(s.view, queued_time=s.queued or now, rank=s.rank)
     )
 
 
-def _admit(ordered: list[JobState], *, free: Histogram, config: SchedulerConfig) -> None:
-    """Rule 3: admit minimums in order, per node, under the configured strategy."""
+def _admit(
+    ordered: list[JobState], *, free: Histogram, now: datetime, config: SchedulerConfig
+) -> None:
+    """Rule 3: admit minimums in order, per node, under the configured strategy.
+
+    An aged job grows right after its admission (rule 4).
+    """
     strict = config.strategy == Strategy.STRICT_FIFO
     empty = free.copy()
     fits_empty: dict[Shape, bool] = {}
@@ -211,6 +211,8 @@ def _admit(ordered: list[JobState], *, free: Histogram, config: SchedulerConfig)
             s.free_at_check = free.total
             if free.try_place(shape):
                 s.admitted = True
+                if s.aged:
+                    _grow_one(s, free=free, now=now, config=config)
                 continue
         waiting += 1
         s.position = waiting
@@ -229,24 +231,28 @@ def _grow(
     ordered: list[JobState], *, free: Histogram, now: datetime, config: SchedulerConfig
 ) -> None:
     """Rules 4 and 6: grow admitted jobs from their minimum toward their target, in order."""
-    interval = config.resize_interval
     for s in ordered:
-        if not s.admitted:
-            continue
-        v = s.view
-        last = v.last_resize_time
-        deferred = False
-        if not s.held or not interval or last is None or now - last >= interval:
-            target = v.max_size
+        if s.admitted and not s.aged:
+            _grow_one(s, free=free, now=now, config=config)
+
+
+def _grow_one(s: JobState, *, free: Histogram, now: datetime, config: SchedulerConfig) -> None:
+    """Rules 4 and 6 for one admitted job holding its minimum on ``free``."""
+    v = s.view
+    interval = config.resize_interval
+    last = v.last_resize_time
+    deferred = False
+    if not s.held or not interval or last is None or now - last >= interval:
+        target = v.max_size
+    else:
+        target = max(v.min_size, min(s.held, v.max_size))
+        deferred = target < v.max_size
+    size = v.min_size
+    if target > size:
+        if v.replica_units > 0:
+            size += free.place(v.replica_units, target - size)
         else:
-            target = max(v.min_size, min(s.held, v.max_size))
-            deferred = target < v.max_size
-        size = v.min_size
-        if target > size:
-            if v.replica_units > 0:
-                size += free.place(v.replica_units, target - size)
-            else:
-                size = target
-        s.size = size
-        # Growth held back only by the interval: settle() turns this into a wakeup.
-        s.growth_deferred = deferred and size == target and free.fits_one(v.replica_units)
+            size = target
+    s.size = size
+    # Growth held back only by the interval: settle() turns this into a wakeup.
+    s.growth_deferred = deferred and size == target and free.fits_one(v.replica_units)

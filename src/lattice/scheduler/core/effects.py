@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from lattice.scheduler.core.events import Admitted, Grown, Preempted, Shrunk, format_time
-from lattice.scheduler.core.order import band_upper_bound, las_band, waiting_since
+from lattice.scheduler.core.order import band_upper_bound
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage, Strategy
 
@@ -55,8 +55,6 @@ def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime
     event: Admitted | Grown | Shrunk | None = None
     if not s.held:
         event = Admitted(size=size, min_size=v.min_size, max_size=v.max_size)
-        if s.promoted:
-            s.attained = 0.0
         if s.updated is None or now > s.updated:
             s.updated = now
     elif size > s.held:
@@ -148,16 +146,15 @@ def next_wakeup(
                     times.append(crossing)
         elif s.position is None:
             continue  # not a candidate
-        elif las and not s.promoted and s.queued is not None and las_band(s.attained, config):
-            since = waiting_since(queued_time=s.queued, last_resize_time=s.last_resize)
-            times.append(since + config.starvation_limit)
+        if las and s.band and not s.aged and s.queued is not None:
+            times.append(s.queued + config.starvation_limit)
     future = [t for t in times if t > now]
     return min(future) if future else None
 
 
 def _band_crossing(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:
     """When a running job's service reaches the next LAS band at its planned size."""
-    bound = band_upper_bound(las_band(s.attained, config), config)
+    bound = band_upper_bound(s.band, config)
     units = s.view.units_at(s.size)
     if bound is None or units <= 0:
         return None

@@ -3,7 +3,7 @@
 Candidates are ordered by, in this order (a total order: the last criterion is unique):
 
 1. priority, higher first;
-2. LAS band, lower first (``LeastAttainedService`` only; 0 for the FIFO strategies);
+2. LAS rank, lower first (``LeastAttainedService`` only; 0 for the FIFO strategies);
 3. ``queued_time``, earlier first;
 4. ``creation_time``, earlier first;
 5. namespace, then name, then the plan key (alphabetical).
@@ -11,10 +11,15 @@ Candidates are ordered by, in this order (a total order: the last criterion is u
 LAS bands (Tiresias-style discretised least-attained-service): band 0 holds jobs with less
 than ``las_first_band`` unit-seconds of service; band ``b`` starts at
 ``las_first_band * las_band_multiplier ** (b - 1)``; the last band (``las_bands - 1``) is open.
-A *waiting* job that has waited at least ``starvation_limit`` is promoted to band 0 of its
-priority. It waits since the later of its ``queued_time`` and the moment it was last stopped
-(``last_resize_time``): preempted jobs keep their ``queued_time``, so counting from it alone
-would promote every preempted job at once and undo LAS preemption.
+
+Aging: a job in band 1 or above whose ``queued_time`` is at least ``starvation_limit`` ago is
+*aged*, waiting or running. Within a priority the LAS rank is 0 for band 0, 1 for every aged
+job, and ``band + 1`` for the others: aged jobs come after the least served ones (band 0, which
+finish fast) and before every younger job, first come first served among themselves. Age
+counts from ``queued_time``, which a preemption keeps, so a job stays aged until it finishes (or
+is suspended or requeued after a cooldown, which queue it afresh): its wait is bounded by the
+limit plus the aged jobs queued before it, instead of growing with every newer job LAS prefers.
+The state is derived from persisted fields only (``queued_time`` and ``attained_service``).
 
 All functions are pure and take ``now`` explicitly.
 """
@@ -28,10 +33,10 @@ from lattice.scheduler.core.types import JobView, SchedulerConfig
 __all__ = [
     "OrderKey",
     "band_upper_bound",
+    "is_aged",
     "las_band",
+    "las_rank",
     "order_key",
-    "starved",
-    "waiting_since",
 ]
 
 OrderKey = tuple[int, int, datetime, datetime, str, str, str]
@@ -55,33 +60,26 @@ def band_upper_bound(band: int, config: SchedulerConfig) -> float | None:
     return config.las_first_band * config.las_band_multiplier**band
 
 
-def waiting_since(*, queued_time: datetime, last_resize_time: datetime | None) -> datetime:
-    """When a job that holds nothing started waiting: its queue entry or its last stop."""
-    if last_resize_time is not None and last_resize_time > queued_time:
-        return last_resize_time
-    return queued_time
+def is_aged(*, band: int, queued_time: datetime, now: datetime, config: SchedulerConfig) -> bool:
+    """Whether a job in ``band`` queued at ``queued_time`` is aged at ``now``."""
+    return band > 0 and now - queued_time >= config.starvation_limit
 
 
-def starved(
-    *,
-    queued_time: datetime,
-    last_resize_time: datetime | None,
-    now: datetime,
-    config: SchedulerConfig,
-) -> bool:
-    """Whether a waiting job has waited at least ``starvation_limit``."""
-    since = waiting_since(queued_time=queued_time, last_resize_time=last_resize_time)
-    return now - since >= config.starvation_limit
+def las_rank(band: int, *, aged: bool) -> int:
+    """The LAS rank: 0 for band 0, 1 for an aged job, ``band + 1`` for a younger one."""
+    if band == 0:
+        return 0
+    return 1 if aged else band + 1
 
 
-def order_key(job: JobView, *, queued_time: datetime, band: int = 0) -> OrderKey:
+def order_key(job: JobView, *, queued_time: datetime, rank: int = 0) -> OrderKey:
     """Sort key of ``job`` (ascending sort = scheduling order); see the module docstring.
 
     ``queued_time`` is passed explicitly because a pass may (re)queue the job at ``now``.
     """
     return (
         -job.priority,
-        band,
+        rank,
         queued_time,
         job.creation_time,
         job.namespace,

@@ -22,6 +22,7 @@ class JobState:
 
     __slots__ = (
         "admitted",
+        "aged",
         "attained",
         "band",
         "blocker",
@@ -35,8 +36,8 @@ class JobState:
         "last_resize",
         "min_shape",
         "position",
-        "promoted",
         "queued",
+        "rank",
         "reason",
         "requeue",
         "size",
@@ -65,7 +66,8 @@ class JobState:
         self.reason = ""
         self.events: list[SchedulerEvent] = []
         self.band = 0
-        self.promoted = False
+        self.rank = 0
+        self.aged = False
         self.admitted = False
         self.unfittable = False
         self.min_shape: Shape = ()
