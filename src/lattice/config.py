@@ -60,14 +60,14 @@ class Settings(BaseModel):
         None, description="file of key=value node-selector lines"
     )
     queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO", "LeastAttainedService"] = Field(
-        "StrictFIFO", description="scheduler admission strategy"
+        "LeastAttainedService", description="scheduler admission strategy"
     )
     resize_interval: float = Field(30.0, ge=0, description="minimum time between growths of a job")
     pending_timeout: float = Field(300.0, gt=0, description="pods pending this long requeue a job")
     cooldown_base: float = Field(60.0, gt=0, description="first requeue cooldown")
     cooldown_max: float = Field(10800.0, gt=0, description="cap of the exponential cooldown")
     starvation_limit: float = Field(
-        86400.0, gt=0, description="LAS: waited this long -> first band"
+        259200.0, gt=0, description="LAS aging: queued this long ago -> served after band 0, FCFS"
     )
     # --- pod environment (seed names kept)
     rdzv_backend: str = Field("", description="rendezvous backend; `etcd` selects etcd-v2")

@@ -1,7 +1,8 @@
 """``kubectl lattice`` end to end: the installed ``kubectl-lattice`` found by kubectl on PATH.
 
 One GPU node (4 GPUs) and the operator; a TrainingJob ``r`` (4..4, priority 5) runs, and three
-jobs wait behind it under StrictFIFO: TrainingJob ``x`` (priority 3), MPIJob ``m`` (priority 1
+jobs wait behind it in priority order (the default LeastAttainedService orders them as StrictFIFO
+would, all being in its first band): TrainingJob ``x`` (priority 3), MPIJob ``m`` (priority 1
 from the annotation, one 1-GPU worker) and TrainingJob ``w`` (2..2, priority 0). ``kubectl
 lattice queue -n <ns>`` prints them in that order with their sizes, stages and decisions;
 ``kubectl lattice explain trainingjob/w`` says why ``w`` waits and lists the jobs ahead of it.

@@ -220,25 +220,29 @@ def ref_aged(snapshot: Snapshot, d: Decision, now: datetime) -> bool:
 def ref_repack(snapshot: Snapshot, plan: Plan, now: datetime) -> list[int] | None:
     """Re-pack the plan's running jobs node by node, in the order rule 4 places them.
 
-    Minimums in order, an aged job's growth right after its minimum, then the other jobs'
-    growth in order. Returns the per-node free units left, or ``None`` if a pod cannot be placed.
+    Minimums in order, an aged job growing right after its minimum up to the middle of its
+    range; then every job's (further) growth in order. Returns the per-node free units left,
+    or ``None`` if a pod cannot be placed.
     """
     free = [max(0, n.free_units) for n in snapshot.nodes]
     views = {j.key: j for j in snapshot.jobs}
     running = [k for k in plan.order if plan[k].stage == Stage.RUNNING]
+    placed = {k: views[k].min_size for k in running}
 
-    def grow(key: str) -> bool:
+    def grow(key: str, size: int) -> bool:
         v = views[key]
-        return all(ref_place(free, v.replica_units) for _ in range(plan[key].size - v.min_size))
+        ok = all(ref_place(free, v.replica_units) for _ in range(size - placed[key]))
+        placed[key] = max(placed[key], size)
+        return ok
 
-    aged = {k for k in running if ref_aged(snapshot, plan[k], now)}
     for key in running:
         v = views[key]
         if not ref_fits(free, v, replicas=v.min_size - len(v.fixed_pods)):
             return None
-        if key in aged and not grow(key):
+        middle = (v.min_size + v.max_size) // 2
+        if ref_aged(snapshot, plan[key], now) and not grow(key, min(plan[key].size, middle)):
             return None
-    if not all(grow(key) for key in running if key not in aged):
+    if not all(grow(key, plan[key].size) for key in running):
         return None
     return free
 

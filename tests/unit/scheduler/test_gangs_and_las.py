@@ -203,7 +203,23 @@ LAS_CASES = [
             order=["a", "b"],
             events={"a": ["Grown 2\u21928"]},
         ),
-        id="LAS: an aged job grows to its target before a younger job is admitted",
+        id="LAS: an aged job grows to the middle of its range (5) before a younger job is "
+        "admitted, then on from what is left (the 4-unit job does not fit in 3)",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("a").min(2).max(8).running(2).service(7200, at(30)),
+                job("b").gang(3).waiting().queued(at(10)).service(4000),
+                strategy=LAS,
+            ),
+            now=at(60),
+            want={"a": ("Running", 5), "b": ("Running", 3)},
+            order=["a", "b"],
+            events={"a": ["Grown 2\u21925"]},
+        ),
+        id="LAS: an aged job grows first only to the middle of its range; a younger job that "
+        "fits in the rest is admitted before it grows further",
     ),
     pytest.param(
         Case(

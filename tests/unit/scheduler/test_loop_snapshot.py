@@ -20,7 +20,7 @@ from lattice.frameworks.base import Demand, InvalidJob, OperatorContext, Problem
 from lattice.kube.resources import PRIORITY_CLASSES, Resource
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import foreign_pod_usage, keep_raw, node_info, pod_info
-from lattice.scheduler.core import Decision, JobView, NodeView, Stage, Strategy
+from lattice.scheduler.core import Decision, JobView, NodeView, SchedulerConfig, Stage, Strategy
 from lattice.scheduler.loop import (
     ContextSource,
     Invalid,
@@ -389,6 +389,11 @@ def test_scheduler_config_from_settings() -> None:
     assert config.cooldown_base == timedelta(seconds=2)  # whole seconds: cooldownTime persists
     assert config.cooldown_max == timedelta(minutes=10)
     assert config.starvation_limit == timedelta(minutes=15)
+
+
+def test_operator_defaults_are_the_core_defaults() -> None:
+    # `lattice simulate` evaluates SchedulerConfig(); the operator must run the same policy.
+    assert scheduler_config(Settings()) == SchedulerConfig()
 
 
 # --------------------------------------------------------------------------- time

@@ -26,9 +26,11 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    so a running job's status does not change whenever the queue behind it moves).
 4. Each admitted job gets its minimum; spare capacity then grows the admitted jobs toward
    their target size in the same order, replica by replica while a replica fits on a node.
-   An aged job grows toward its target as soon as it is admitted, before any later job is
-   admitted, so younger jobs cannot hold it at its minimum (a bounded wait is worth little
-   at half speed).
+   An aged job grows as soon as it is admitted, before any later job is admitted, up to the
+   middle of its range (``(min_size + max_size) // 2``, capped by its target), so younger jobs
+   cannot hold it at its minimum (a bounded wait is worth little at half speed); it grows past
+   that only in the common growth step, in order. The cap keeps aged jobs from taking their
+   least efficient replicas (speedup is sublinear in size) ahead of younger jobs' minimums.
 5. A running job that is not admitted gets size 0 and goes back to ``Waiting`` keeping its
    ``queued_time``; victims are therefore always later in the order (lower priority, or equal
    priority and queued later; or, under LAS, of a higher rank). Events name the beneficiary:
@@ -60,7 +62,7 @@ from datetime import datetime, timedelta
 
 from lattice.scheduler.core.effects import capacity_used, next_wakeup, settle
 from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended, format_time
-from lattice.scheduler.core.order import is_aged, las_band, las_rank, order_key
+from lattice.scheduler.core.order import aged_growth_cap, is_aged, las_band, las_rank, order_key
 from lattice.scheduler.core.packing import Histogram, Shape, make_shape
 from lattice.scheduler.core.plan import Plan
 from lattice.scheduler.core.state import JobState, to_decision
@@ -211,8 +213,9 @@ def _admit(
             s.free_at_check = free.total
             if free.try_place(shape):
                 s.admitted = True
+                s.size = v.min_size
                 if s.aged:
-                    _grow_one(s, free=free, now=now, config=config)
+                    _grow_one(s, free=free, now=now, config=config, up_to=aged_growth_cap(v))
                 continue
         waiting += 1
         s.position = waiting
@@ -230,14 +233,23 @@ def _admit(
 def _grow(
     ordered: list[JobState], *, free: Histogram, now: datetime, config: SchedulerConfig
 ) -> None:
-    """Rules 4 and 6: grow admitted jobs from their minimum toward their target, in order."""
+    """Rules 4 and 6: grow admitted jobs toward their target, in order (aged jobs from the
+    size their admission gave them)."""
     for s in ordered:
-        if s.admitted and not s.aged:
+        if s.admitted:
             _grow_one(s, free=free, now=now, config=config)
 
 
-def _grow_one(s: JobState, *, free: Histogram, now: datetime, config: SchedulerConfig) -> None:
-    """Rules 4 and 6 for one admitted job holding its minimum on ``free``."""
+def _grow_one(
+    s: JobState,
+    *,
+    free: Histogram,
+    now: datetime,
+    config: SchedulerConfig,
+    up_to: int | None = None,
+) -> None:
+    """Rules 4 and 6 for one admitted job: from ``s.size`` (its minimum, or what an aged job's
+    first growth gave it) toward its target, at most ``up_to``, placing replicas on ``free``."""
     v = s.view
     interval = config.resize_interval
     last = v.last_resize_time
@@ -247,7 +259,9 @@ def _grow_one(s: JobState, *, free: Histogram, now: datetime, config: SchedulerC
     else:
         target = max(v.min_size, min(s.held, v.max_size))
         deferred = target < v.max_size
-    size = v.min_size
+    if up_to is not None:
+        target = min(target, up_to)
+    size = s.size
     if target > size:
         if v.replica_units > 0:
             size += free.place(v.replica_units, target - size)

@@ -32,6 +32,7 @@ from lattice.scheduler.core.types import JobView, SchedulerConfig
 
 __all__ = [
     "OrderKey",
+    "aged_growth_cap",
     "band_upper_bound",
     "is_aged",
     "las_band",
@@ -63,6 +64,12 @@ def band_upper_bound(band: int, config: SchedulerConfig) -> float | None:
 def is_aged(*, band: int, queued_time: datetime, now: datetime, config: SchedulerConfig) -> bool:
     """Whether a job in ``band`` queued at ``queued_time`` is aged at ``now``."""
     return band > 0 and now - queued_time >= config.starvation_limit
+
+
+def aged_growth_cap(job: JobView) -> int:
+    """The size up to which an aged job grows before later jobs are admitted: the middle of its
+    range, ``(min_size + max_size) // 2``."""
+    return (job.min_size + job.max_size) // 2
 
 
 def las_rank(band: int, *, aged: bool) -> int:

@@ -53,27 +53,31 @@ class SchedulerConfig:
     ago is aged (rule 2 of :mod:`lattice.scheduler.core.core`). 0 ages every job once it leaves
     band 0 (LAS then serves band 0 first and everything else first come first served).
 
-    Evidence for the defaults (``lattice simulate``, philly-0e4a51, 1,435 jobs, linear speedup,
-    min = ceil(units/2), max = 2 x units, 30 s restarts; fifo-backfill utilisation 58.5/74.8/87.6 %
-    at 64/50/40 GPUs; ratios to fifo-backfill, avg / p99 JCT; docs/simulate.md):
+    Evidence for the defaults (``lattice simulate``, linear speedup, min = ceil(units/2),
+    max = 2 x units, 30 s restarts; ratios to fifo-backfill, avg / p99 JCT; docs/simulate.md).
+    Tuned on five virtual clusters of the Philly trace (0e4a51, 103959, 7f04ca, 2869ce,
+    ed69ec), each at the capacities where fifo-backfill uses about 60, 75 and 90 %:
 
-    - ``strategy`` LeastAttainedService: 0.57/0.48/0.75 avg with 0.99/0.98/0.96 p99. StrictFIFO
-      gives 0.77/0.99/1.79 avg, BestEffortFIFO 0.69/0.86/1.59: under saturation the order in
-      which work is served dominates, and a FIFO order cannot beat backfill there.
-    - ``starvation_limit`` 10 days, the aging that bounds LAS's tail. Without it LAS gives
-      0.39/0.33/0.52 avg but 1.43/1.36/1.24 p99 (the longest jobs wait for every newer one);
-      3 and 7 days give the same p99 with 0.01 worse avg; 14 days 0.56/0.47/0.73 avg but p99 1.00
-      at 64 GPUs, 21 days 1.28 there. Shorter limits cost more where aging matters more: with
-      the sublinear ``--speedup mix`` 10 days gives 0.54/0.44/0.69 (p99 1.10-1.18), 3 days
-      0.72/0.68/1.04 (p99 1.39-1.44); with submissions compressed 2x (``--compress 2``,
-      128/100/80 GPUs) 10 days keeps p99 <= 1.01, 14 days does not (1.09/1.18). Aged jobs grow
-      before younger ones are admitted (rule 4): growing them only from spare capacity left
-      p99 at 1.27-1.40 at 64 GPUs (they ran at their minimum, half speed).
-    - ``resize_interval`` 30 s: JCT is identical from 0 to 1800 s; resizes per job are 1.5-2.1
+    - ``strategy`` LeastAttainedService: on 0e4a51 (64/50/40 GPUs) 0.58/0.49/0.75 avg with
+      1.03/1.00/0.97 p99; StrictFIFO 0.77/0.99/1.79 avg, BestEffortFIFO 0.69/0.86/1.59. Under
+      saturation the order in which work is served dominates; a FIFO order cannot beat backfill.
+    - ``starvation_limit`` 3 days, the aging that bounds LAS's tail. Without aging p99 reaches
+      1.43 (0e4a51) and 2.20 (103959). The best fixed limit differs per cluster (it scales with
+      the length of its longest jobs): over the 15 runs, 3 days keeps every p99 <= 1.04
+      (geometric mean of avg 0.67); 10 days 1.56 on 103959 (0.65); 20 days 2.15 (0.60).
+      3 days costs average JCT where jobs run for weeks (7f04ca: 1.05/0.80/0.82 avg vs
+      0.85/0.75/0.82 at 10 days).
+    - Aged jobs grow first only to the middle of their range (rule 4). With the sublinear
+      ``--speedup mix`` on 0e4a51 at 64/40 GPUs, growing them first to their maximum gave
+      0.72/1.04 avg with p99 1.43/1.39; the cap gives 0.47/0.66 with p99 0.95/0.93. With linear
+      speedup it costs at most 0.04 of p99 on 0e4a51 (without any growth first, aged jobs ran
+      at their minimum and p99 was 1.27-1.40 at 64 GPUs).
+    - ``resize_interval`` 30 s: JCT was identical from 0 to 1800 s and resizes per job 1.5-2.1
       at every value (30 s guards against flapping the simulator does not model).
     - ``las_first_band``/``las_band_multiplier``/``las_bands`` 1 unit-hour, x10, 4 bands: with
-      aging, 2 to 6 bands change avg JCT by at most 0.01 (without it, 6 bands x4: 0.50 at 40 GPUs
-      for 1.31 p99).
+      aging, 2 to 6 bands changed avg JCT by at most 0.01 (without it, 6 bands x4: 0.50 at 40 GPUs
+      for 1.31 p99). These two were measured on 0e4a51 with the earlier 10-day limit and
+      uncapped growth of aged jobs, not again since.
     - ``cooldown_max`` is Lattice's historical flat cooldown (3 h), used as the backoff cap.
     """
 
@@ -82,7 +86,7 @@ class SchedulerConfig:
     pending_timeout: timedelta = timedelta(minutes=5)
     cooldown_base: timedelta = timedelta(seconds=60)
     cooldown_max: timedelta = timedelta(hours=3)
-    starvation_limit: timedelta = timedelta(days=10)
+    starvation_limit: timedelta = timedelta(days=3)
     las_first_band: float = 3600.0
     las_band_multiplier: float = 10.0
     las_bands: int = 4
