@@ -594,18 +594,24 @@ class JobReconciler:
             p.name: Existing(p.name, True, p.deletion_timestamp is not None, p.replica_index or 0)
             for p in pods
         }
-        # Two rounds, each concurrent: first what pods consume (Services, ConfigMaps, Secrets),
-        # then the pods and Jobs themselves. Outcomes are absorbed in a fixed order.
+        # Two rounds, each concurrent: first what pods consume (ConfigMaps, Secrets), then the
+        # pods and Jobs themselves. Services go first only when there are batch Jobs (an MPI
+        # launcher resolves its workers through them at once); pods do not need them to exist
+        # (Kubeflow creates pods before Services), so otherwise they go with the pods and a
+        # reconcile that starts a job costs one round trip, not two. Outcomes are absorbed in a
+        # fixed order.
         self._check_watched(children)
+        services = self._children.sync(
+            job=ref,
+            exp_key=self._exp_key(ns, name, "services"),
+            res=SERVICES,
+            desired=children.services,
+            existing=self._owned_services(ns, name, uid),
+        )
+        early, late = ([services], []) if children.jobs else ([], [services])
         inputs = self._other_syncs(ref, children, others, ("ConfigMap", "Secret"))
         outs: list[SyncOutcome | None] = await asyncio.gather(
-            self._children.sync(
-                job=ref,
-                exp_key=self._exp_key(ns, name, "services"),
-                res=SERVICES,
-                desired=children.services,
-                existing=self._owned_services(ns, name, uid),
-            ),
+            *early,
             *inputs,
             self._refresh_config_maps(ref, children, others),
         )
@@ -619,6 +625,7 @@ class JobReconciler:
                 existing=existing,
                 keep=frozenset(progress.recreate),
             ),
+            *late,
             *consumers,
         )
         for outcome in outs:

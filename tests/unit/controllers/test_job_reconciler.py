@@ -6,6 +6,7 @@ workers script, mpi-operator's clean-up, per-kind wording, events and metrics.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -309,6 +310,42 @@ async def test_what_pods_consume_is_created_before_any_pod_or_job() -> None:
     inputs = [i for i, (kind, _) in enumerate(creates) if kind not in ("Pod", "Job")]
     assert {kind for kind, _ in creates} == {"Service", "ConfigMap", "Secret", "Pod", "Job"}
     assert max(inputs) < min(consumers), creates
+
+
+def _overlapping_creates(w: World) -> list[frozenset[str]]:
+    """Wrap ``w.create`` to record, for each create, the kinds being created at that moment."""
+    inflight: list[str] = []
+    seen: list[frozenset[str]] = []
+    real = w.create
+
+    async def create(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
+        inflight.append(res.kind)
+        await asyncio.sleep(0)  # let the other creates of this round start
+        seen.append(frozenset(inflight))
+        try:
+            return await real(res, body, namespace=namespace)
+        finally:
+            inflight.remove(res.kind)
+
+    w.create = create  # type: ignore[method-assign]
+    return seen
+
+
+async def test_without_batch_jobs_services_are_created_in_the_same_round_as_the_pods() -> None:
+    w = World(TrainingJobPlugin())
+    w.apply(_trainingjob("t"), size=2)
+    seen = _overlapping_creates(w)
+    await w.reconcile("t")
+    assert any({"Pod", "Service"} <= kinds for kinds in seen), seen
+
+
+async def test_services_precede_the_mpi_launcher_job() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(), size=2)
+    seen = _overlapping_creates(w)
+    await w.reconcile("pi")
+    assert any("Service" in kinds for kinds in seen)
+    assert not any({"Service", "Job"} <= kinds for kinds in seen), seen
 
 
 async def test_wait_for_workers_ready_holds_the_launcher_and_never_deletes_it() -> None:
