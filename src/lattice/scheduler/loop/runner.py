@@ -59,12 +59,7 @@ from typing import Any
 import structlog
 
 from lattice.clock import Clock
-from lattice.frameworks.base import (
-    JobPlugin,
-    OperatorContext,
-    PinsInputs,
-    managed_elsewhere,
-)
+from lattice.frameworks.base import JobPlugin, OperatorContext, PinsInputs, managed_elsewhere
 from lattice.kube import ApiError, Conflict, KubeClient, NotFound, Resource
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.informer import Informer
@@ -88,7 +83,6 @@ from lattice.scheduler.loop.snapshot import (
     ceil_second,
     floor_now,
     get_path,
-    job_demand,
     job_signature,
     job_view,
     node_signature,
@@ -107,7 +101,7 @@ _REQUEUE_ONLY = frozenset({"requeue_time"})
 
 
 class _ViewMemo:
-    """Each job's ``job_demand`` and ``job_view`` per object version. Parsing every job on every
+    """Each job's ``job_view`` per object version. Parsing every job on every
     pass cost ~1 ms a job (1.2 s a pass at 1,000 MPIJobs, with the event loop blocked), and
     reading the status block's times another ~0.13 ms (0.65 s a pass at 5,000 jobs). An entry is
     reused while the job's uid and resourceVersion, its pin's resourceVersion and the context are
@@ -150,8 +144,7 @@ class _ViewMemo:
                     self._memo[key] = (version, fresh)
                 return fresh
             return view
-        demand = job_demand(kind, plugin, obj, ctx, pinned=pinned)
-        view = job_view(kind, plugin, obj, pods, ctx, pinned=pinned, demand=demand)
+        view = job_view(kind, plugin, obj, pods, ctx, pinned=pinned)
         self._memo[key] = (version, view)
         return view
 
@@ -306,11 +299,14 @@ class SchedulerLoop:
         pods must go before the beneficiary's can run."""
         namespace, _, name = key.partition("/")
         value = self._views.priority(kind, namespace, name)
-        own = 0 if value is None else value
-        urgent = self._urgent.get(f"{kind}/{key}")
+        return self._rank(f"{kind}/{key}", 0 if value is None else value)
+
+    def _rank(self, plan_key: str, priority: int) -> int:
+        """``priority``, raised to a beneficiary's while the job is in ``_urgent``."""
+        urgent = self._urgent.get(plan_key)
         if urgent is None or urgent[1] <= self._clock.monotonic():
-            return own
-        return max(own, urgent[0])
+            return priority
+        return max(priority, urgent[0])
 
     # --- triggering ----------------------------------------------------------------------------
 
@@ -543,12 +539,8 @@ class SchedulerLoop:
         # Highest priority first (a shrunk job at its beneficiary's, just after it): the gate
         # admits writes in this order, so an urgent grant is not written behind a pass's worth
         # of bookkeeping, and its reconcile is queued ahead of its victims'.
-        urgent = {k: v[0] for k, v in self._urgent.items()}
         todo.sort(
-            key=lambda e: (
-                -max(e.view.priority, urgent.get(e.view.key, e.view.priority)),
-                e.view.key in urgent,
-            )
+            key=lambda e: (-self._rank(e.view.key, e.view.priority), e.view.key in self._urgent)
         )
         gate = asyncio.Semaphore(self._concurrency)
         results = await asyncio.gather(*(self._write(e, plan[e.view.key], now, gate) for e in todo))

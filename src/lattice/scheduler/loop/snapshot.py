@@ -250,8 +250,7 @@ def job_demand(
 ) -> Demand | Invalid:
     """The plugin's demand for one job object (parse, then demand), or :class:`Invalid`.
 
-    This is the costly part of :func:`job_view` (about 1 ms for an MPIJob): it depends only on
-    the object, the pin and ``ctx``, so a loop may memoise it per object version.
+    This is the costly part of :func:`job_view` (about 1 ms for an MPIJob).
     """
     meta = obj.get("metadata") or {}
     key = job_key(
@@ -277,20 +276,19 @@ def job_view(
     ctx: OperatorContext,
     *,
     pinned: Mapping[str, Any] | None = None,
-    demand: Demand | Invalid | None = None,
 ) -> JobView | Invalid:
     """The core's view of one cached job object, or :class:`Invalid`.
 
     ``pinned`` is the job's pin ConfigMap (``PinsInputs``): a started job is sized from the
-    inputs it started with, as the reconciler runs it, not from a runtime edited since.
-    ``demand``: :func:`job_demand` of the same inputs, when the caller has it memoised.
+    inputs it started with, as the reconciler runs it, not from a runtime edited since. It
+    depends only on the object, the pin, ``ctx`` and (``pending_since``, see :func:`with_pods`)
+    the pods, so a loop may memoise it per object version.
     """
     meta = obj.get("metadata") or {}
     namespace = str(meta.get("namespace") or "")
     name = str(meta.get("name") or "")
     key = job_key(kind=kind, namespace=namespace, name=name)
-    if demand is None:
-        demand = job_demand(kind, plugin, obj, ctx, pinned=pinned)
+    demand = job_demand(kind, plugin, obj, ctx, pinned=pinned)
     if isinstance(demand, Invalid):
         return demand
     state = get_path(obj, plugin.scheduling_path)
