@@ -505,6 +505,10 @@ class JobReconciler:
             if words.created_event:
                 step.events.append(("Normal", f"{kind}Created", msg))
             step.counters.append(CREATED)
+        # Our own record that this job got pods (written with them): a job the scheduler moves
+        # to Waiting while it still shows one was started, and so preempted, whether or not its
+        # Running condition made it to the apiserver first.
+        had_pods = step.exec.get("startTime") is not None
         if size == 0:
             # A job holding no pods (waiting, suspended, preempted) has not started: its deadline
             # runs again from zero once it gets pods back, as Kubeflow resets startTime on resume.
@@ -639,7 +643,7 @@ class JobReconciler:
             note = words.running_event(ns, name)
             if note is not None and not was_running:
                 step.events.append(("Normal", f"{kind}Running", note))
-        self._preemption(step, size=size, suspended=demand.suspended)
+        self._preemption(step, size=size, suspended=demand.suspended, had_pods=had_pods)
         return requeue
 
     async def _stop_all(self, step: Step, live: list[PodInfo]) -> None:
@@ -661,11 +665,17 @@ class JobReconciler:
         )
         step.absorb(out)
 
-    def _preemption(self, step: Step, *, size: int, suspended: bool) -> None:
-        """Show that the scheduler stopped (or resumed) a job that had started."""
+    def _preemption(self, step: Step, *, size: int, suspended: bool, had_pods: bool) -> None:
+        """Show that the scheduler stopped (or resumed) a job that had started: one whose
+        Running condition is True, or one moved to Waiting while its ``startTime`` (set with
+        its pods) was still stored. A job released for pods pending too long goes to
+        RequeueCooldown instead, and is not shown as preempted."""
         kind, ref = self.kind, step.ref
         preempted = condition_reason(step.exec, "Suspended") == PREEMPTED
-        if size == 0 and not suspended and condition_true(step.exec, "Running"):
+        started = condition_true(step.exec, "Running") or (
+            had_pods and step.sched.get("stage") == "Waiting"
+        )
+        if size == 0 and not suspended and started:
             msg = f"{kind} {ref.namespace}/{ref.name} holds no replicas: waiting for the scheduler."
             if self.plugin.preempted_condition == "Suspended":
                 step.condition("Suspended", True, PREEMPTED, msg)

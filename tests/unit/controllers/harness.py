@@ -243,10 +243,13 @@ class World:
     def status(self, name: str) -> Obj:
         return dict(self.job(name).get("status") or {})
 
-    def grant(self, name: str, size: int) -> None:
-        """The scheduler's decision: ``currentSize`` at the plugin's scheduling path."""
+    def grant(self, name: str, size: int, *, stage: str | None = None) -> None:
+        """The scheduler's decision: ``currentSize`` (and ``stage``: Running with pods, else
+        Waiting, unless given) at the plugin's scheduling path."""
         obj = self.objects[self.res.plural, NS, name]
-        block: Obj = {"stage": "Running" if size else "Waiting", "currentSize": size}
+        if stage is None:
+            stage = "Running" if size else "Waiting"
+        block: Obj = {"stage": stage, "currentSize": size}
         patch: Obj = block
         for step in reversed(self.plugin.scheduling_path[1:]):
             patch = {step: patch}

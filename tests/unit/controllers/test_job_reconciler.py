@@ -269,6 +269,41 @@ async def test_preemption_stops_every_pod_and_never_fails_or_charges() -> None:
     assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 0
 
 
+async def test_a_job_preempted_before_its_running_condition_was_written_shows_preempted() -> None:
+    """The e2e race: the scheduler took the pods back before any reconcile saw them run, and
+    the first write of the preemption conflicted. The stored ``startTime`` still says the job
+    was started, so the retry shows it preempted."""
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    await w.reconcile("mx")
+    assert w.names("pods") == MX_PODS
+    assert "Running" not in w.conditions("mx")
+    assert w.exec_status("mx")["startTime"]
+    w.grant("mx", 0)
+    w.conflicts = 1
+    with pytest.raises(Conflict):
+        await w.reconcile("mx")
+    assert w.names("pods") == [], "the pods went before the write that failed"
+    await w.reconcile("mx")
+    conds = w.conditions("mx")
+    assert (conds["Suspended"]["status"], conds["Suspended"]["reason"]) == ("True", "Preempted")
+    assert (conds["Running"]["status"], conds["Running"]["reason"]) == ("False", "MXJobWaiting")
+    assert "startTime" not in w.exec_status("mx")
+
+
+async def test_a_job_released_to_requeue_cooldown_is_not_shown_preempted() -> None:
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    await w.reconcile("mx")
+    w.grant("mx", 0, stage="RequeueCooldown")
+    await w.reconcile("mx")
+    assert w.names("pods") == []
+    assert "Suspended" not in w.conditions("mx")
+    w.grant("mx", 0)
+    await w.reconcile("mx")
+    assert "Suspended" not in w.conditions("mx"), "its startTime went with its pods"
+
+
 async def test_user_suspension_with_upstream_wording() -> None:
     w = World(MXJobPlugin())
     w.apply(mxjob(), size=3)
