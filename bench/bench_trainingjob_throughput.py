@@ -365,7 +365,15 @@ async def main() -> None:
             except ApiError:
                 crd_installed = True
                 kubectl("apply", "--server-side", "-f", a.peer_crd)
-            kubectl("wait", "--for=condition=Established", f"crd/{PYTORCHJOB_CRD}")
+            for attempt in range(3):  # a wait right after the apply can miss the new CRD
+                try:
+                    kubectl("wait", "--for=condition=Established", f"crd/{PYTORCHJOB_CRD}")
+                    break
+                except subprocess.CalledProcessError as exc:
+                    print(f"  [peer] CRD wait {attempt + 1}/3 failed: {exc.stderr.strip()}")
+                    if attempt == 2:
+                        raise
+                    await asyncio.sleep(2)
             ns = await namespaces.new("ptj")
             await client.create(SECRETS, {"metadata": {"name": WEBHOOK_SECRET}}, namespace=ns)
             mport, pport, wport = free_port(), free_port(), free_port()
