@@ -1243,6 +1243,7 @@ def parse_metrics(text: str) -> dict[str, Any]:
         "rest": collections.Counter(),
         "reconcile": collections.Counter(),
         "decisions": collections.Counter(),
+        "writes": collections.Counter(),
         "lat_sum": collections.Counter(),
         "lat_count": collections.Counter(),
     }
@@ -1266,6 +1267,8 @@ def parse_metrics(text: str) -> dict[str, Any]:
             out["decisions"][lab["type"]] += s.value
         elif n == "lattice_preemptions_total":
             out["preemptions"] = s.value
+        elif n == "lattice_scheduler_status_writes_total":
+            out["writes"][lab["result"]] += s.value
         elif n in QUEUE_METRICS and lab["name"] == "trainingjob":
             out[QUEUE_METRICS[n]] = s.value
         elif n == "rest_client_request_duration_seconds_sum":
@@ -1704,11 +1707,15 @@ def report(
         wrote = [int(p.get("written", 0)) for p in passes_log]
         failed = sum(int(p.get("failed", 0)) for p in passes_log)
         print(
-            f"  log (passes that wrote): {len(secs)}, seconds p50 {pct(secs, 0.5):.3f} "
+            f"  log (passes that wrote; 'failed' counts only writes a pass waited for): "
+            f"{len(secs)}, seconds p50 {pct(secs, 0.5):.3f} "
             f"p95 {pct(secs, 0.95):.3f} max {max(secs):.3f}; jobs per pass up to {max(jobs)}; "
             f"written per pass p50 {pct([float(w) for w in wrote], 0.5):.0f} max {max(wrote)}, "
             f"total {sum(wrote)}; failed writes {failed}"
         )
+    w = {k: int(v - m0["writes"].get(k, 0)) for k, v in m1["writes"].items()}
+    if w:
+        print(f"  status writes by result (lattice_scheduler_status_writes_total): {w}")
     d = {k: m1["decisions"][k] - m0["decisions"].get(k, 0) for k in m1["decisions"]}
     print(f"  decisions: { {k: int(v) for k, v in d.items() if v} }, preemptions "
           f"{m1.get('preemptions', 0) - m0.get('preemptions', 0):.0f}")  # fmt: skip

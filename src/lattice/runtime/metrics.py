@@ -212,8 +212,14 @@ class Metrics:
         # --- Lattice scheduler
         self.pass_duration = Histogram(
             "lattice_scheduler_pass_duration_seconds",
-            "Duration of one scheduler pass (snapshot, decide, apply)",
+            "Duration of one scheduler pass (snapshot, decide, start the status writes)",
             buckets=_PASS_BUCKETS,
+            registry=r,
+        )
+        self.status_writes = Counter(
+            "lattice_scheduler_status_writes_total",
+            "Scheduler status writes by result (ok, conflict, not_found, error, dropped)",
+            ["result"],
             registry=r,
         )
         self.decisions = Counter(

@@ -709,4 +709,3 @@ async def test_scheduler_bookkeeping_alone_does_not_enqueue_but_decisions_and_st
     w.enqueued.clear()
     w.edit_spec("j", lambda spec: spec.setdefault("runPolicy", {}).update(backoffLimit=2))
     assert w.enqueued == [f"{NS}/j"]
-

@@ -72,6 +72,8 @@ class FakeKube:
         self.conflicts: set[str] = set()
         self.echo: dict[str, Informer[Obj]] = {}
         self.on_patch: Callable[[str], None] | None = None
+        #: Patches of these jobs wait until their event is set (a slow request).
+        self.blocked: dict[str, asyncio.Event] = {}
         self.inflight = 0
         self.max_inflight = 0
         self._rv = itertools.count(100)
@@ -104,6 +106,9 @@ class FakeKube:
         self.max_inflight = max(self.max_inflight, self.inflight)
         try:
             await asyncio.sleep(0)  # let other writes start: a real request takes a while
+            slow = self.blocked.get(name)
+            if slow is not None:
+                await slow.wait()
             if self.on_patch is not None:
                 self.on_patch(name)
             if name in self.conflicts:
@@ -241,10 +246,11 @@ async def until(pred: Callable[[], bool], *, what: str) -> None:
 
 
 async def parked(h: Harness, passes: int) -> None:
-    """Until the running loop has done ``passes`` passes and waits for the next trigger."""
+    """Until the running loop has done ``passes`` passes, its writes are done, and it waits
+    for the next trigger."""
     loop = h.loop
     await until(
-        lambda: loop.passes >= passes and loop.idle and not loop.pending,
+        lambda: loop.passes >= passes and loop.idle and not loop.pending and not loop.writing,
         what=f"{passes} passes, then idle",
     )
     await settle()  # the timer task, if any, parks in the clock's sleep
@@ -500,6 +506,133 @@ async def test_a_preempted_job_reconciles_at_its_beneficiarys_priority_for_that_
     assert h.loop.priority_of("FakeJob", "ns/low") == 10
     await h.clock.advance(URGENT_FOR)
     assert h.loop.priority_of("FakeJob", "ns/low") == 0
+
+
+# --------------------------------------------------------------------------- writes in flight
+
+
+async def test_a_pass_that_does_not_wait_sees_its_writes_in_flight_and_chains_the_next() -> None:
+    h = Harness(echo=False)
+    h.add_nodes(1)
+    h.add_job("low", units=8, priority=0)
+    h.client.blocked["low"] = slow = asyncio.Event()
+    plan = await h.loop.run_once(wait=False)
+    assert plan["FakeJob/ns/low"].stage == "Running"
+    await settle()
+    assert h.client.patches == []
+    assert h.loop.writing == 1
+    # The next pass takes the write in flight as done: nothing to decide, nothing to write.
+    plan = await h.loop.run_once(wait=False)
+    assert unchanged(plan)
+    assert h.loop.writing == 1
+    # A higher priority arrives while the admission is still in flight: the preemption is
+    # decided against the admitted state, and its write waits for the admission to land.
+    h.add_job("high", units=8, priority=10)
+    plan = await h.loop.run_once(wait=False)
+    assert plan["FakeJob/ns/low"].stage == "Waiting"
+    assert plan["FakeJob/ns/high"].stage == "Running"
+    await settle()
+    assert h.client.names() == ["high"]
+    slow.set()
+    await until(lambda: not h.loop.writing, what="writes done")
+    assert h.client.names() == ["high", "low", "low"]
+    assert h.status("low")["stage"] == "Waiting"
+    assert h.status("low")["lastExecTime"] == ts(0)  # the chained write read the first one
+    assert h.recorder.reasons("low") == ["Queued", "Admitted", "Preempted"]
+    assert h.metric("lattice_scheduler_status_writes_total", {"result": "ok"}) == 3
+    # Until the watch delivers them, passes read our writes back: still nothing to write.
+    plan = await h.loop.run_once()
+    assert unchanged(plan)
+    assert len(h.client.patches) == 3
+
+
+async def test_a_failed_write_drops_the_writes_chained_behind_it_and_the_loop_retries() -> None:
+    h = Harness(retry_delay=2.0)
+    h.add_nodes(1)
+    h.add_job("low", units=8, priority=0)
+    h.client.blocked["low"] = slow = asyncio.Event()
+    h.client.conflicts.add("low")  # the admission will conflict
+    async with running(h.loop.run):
+        await until(lambda: h.loop.passes == 1 and h.loop.idle, what="first pass, parked")
+        assert h.loop.writing == 1
+        h.add_job("high", units=8, priority=10)  # preempts low, chained behind its admission
+        await until(
+            lambda: h.loop.passes == 2 and h.loop.idle and h.loop.writing == 2,
+            what="second pass parked, its own write done, low's two writes waiting",
+        )
+        assert h.client.names() == ["high"]
+        slow.set()
+        await until(lambda: h.loop.writing == 0 and h.loop.idle, what="writes done")
+        assert h.client.names() == ["high"]
+        conflicts = {"result": "conflict"}
+        assert h.metric("lattice_scheduler_status_writes_total", conflicts) == 1
+        assert h.metric("lattice_scheduler_status_writes_total", {"result": "dropped"}) == 1
+        assert h.recorder.reasons("low") == []
+        # The loop was parked when the write failed: it still wakes for the retry.
+        await settle()
+        assert h.clock.sleepers == 1
+        assert h.loop.passes == 2
+        await h.clock.advance(2)
+        await parked(h, 3)
+        assert h.status("low")["stage"] == "Waiting"
+        assert h.status("high")["stage"] == "Running"
+        assert h.recorder.reasons("low") == ["Queued"]
+
+
+async def test_a_later_passs_urgent_write_overtakes_queued_bookkeeping() -> None:
+    h = Harness(concurrency=1, echo=False)
+    h.add_nodes(1)
+    h.add_job("run", units=8, priority=0)
+    for i in range(5):
+        h.add_job(f"wait{i}", units=8, priority=0)
+    h.client.blocked["run"] = slow = asyncio.Event()
+    await h.loop.run_once(wait=False)  # six writes: "run" holds the gate, five queue
+    await settle()
+    h.add_job("high", units=8, priority=10)
+    await h.loop.run_once(wait=False)
+    slow.set()
+    await until(lambda: not h.loop.writing, what="writes done")
+    # "run" is preempted for "high": its second write, chained behind the first, ranks with
+    # high's priority too, so both go ahead of the first pass's five queued writes.
+    assert h.client.names() == ["run", "high", "run"] + [f"wait{i}" for i in range(5)]
+
+
+class SteppingClock(FakeClock):
+    """A fake clock on which parsing a job takes ``per_parse`` seconds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spent = 0.0
+
+    def monotonic(self) -> float:
+        return super().monotonic() + self.spent
+
+
+class SlowPlugin(FakePlugin):
+    def __init__(self, clock: SteppingClock, seconds: float) -> None:
+        super().__init__()
+        self._clock, self._seconds = clock, seconds
+
+    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Mapping[str, Any]:
+        self._clock.spent += self._seconds
+        return super().parse(obj, ctx)
+
+
+async def test_the_next_pass_waits_pass_gap_times_the_last_pass() -> None:
+    clock = SteppingClock()
+    h = Harness(clock=clock, plugins=[SlowPlugin(clock, 2.0)], pass_gap=1.0)
+    h.add_nodes(1)
+    h.add_job("a")
+    async with running(h.loop.run):
+        await parked(h, 1)  # parsing "a" took 2 s
+        h.add_nodes(2)
+        await settle()
+        assert h.clock.sleepers == 1  # held for the gap
+        await h.clock.advance(1.9)
+        assert h.loop.passes == 1
+        await h.clock.advance(0.1)
+        await parked(h, 2)
+        assert h.loop.passes == 2
 
 
 # --------------------------------------------------------------------------- restart

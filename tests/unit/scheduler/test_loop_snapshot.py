@@ -34,6 +34,7 @@ from lattice.scheduler.loop import (
     scheduler_config,
     status_fields,
 )
+from lattice.scheduler.loop.snapshot import status_patch, with_status
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Obj = dict[str, Any]
@@ -634,3 +635,29 @@ def test_a_plugin_crash_on_one_job_makes_it_invalid_instead_of_failing_the_pass(
     view = job_view("FakeJob", BrokenPlugin(), job_obj("odd"), [], GPU)
     assert isinstance(view, Invalid)
     assert "AttributeError" in view.message
+
+
+def test_with_status_is_the_object_the_status_patch_leaves() -> None:
+    """What a pass reads back for a write still in flight."""
+    obj: Obj = {
+        "metadata": {"name": "a", "resourceVersion": "7", "uid": "u"},
+        "spec": {"min": 1},
+        "status": {"conditions": [1], "scheduling": {"stage": "Waiting", "queuePosition": 3}},
+    }
+    fields = {"stage": "Running", "currentSize": 2, "queuePosition": None}
+    patch = status_patch(("status", "scheduling"), fields, resource_version="7")
+    out = with_status(obj, ("status", "scheduling"), fields, version="pending-1")
+    assert out["status"] == {
+        "conditions": [1],
+        "scheduling": {"stage": "Running", "currentSize": 2},
+    }
+    assert out["status"]["scheduling"] == {
+        k: v for k, v in patch["status"]["scheduling"].items() if v is not None
+    }
+    assert out["metadata"] == {"name": "a", "resourceVersion": "pending-1", "uid": "u"}
+    assert out["spec"] is obj["spec"]  # untouched branches are shared
+    assert obj["status"]["scheduling"] == {"stage": "Waiting", "queuePosition": 3}
+    assert obj["metadata"]["resourceVersion"] == "7"
+    # A missing block is created.
+    bare = with_status({"metadata": {}}, ("status",), {"stage": "Waiting"}, version="v")
+    assert bare == {"metadata": {"resourceVersion": "v"}, "status": {"stage": "Waiting"}}

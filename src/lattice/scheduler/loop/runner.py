@@ -6,9 +6,17 @@ Contract:
   to the second, then write each job's scheduler block through a JSON merge patch of the status
   subresource at ``plugin.scheduling_path``, carrying ``metadata.resourceVersion``. Only status is
   written: the kind reconcilers turn ``currentSize`` into pods. Writes run concurrently, at most
-  ``concurrency`` at a time. After each successful write the decision's events are recorded;
-  a ``Conflict``/``NotFound`` (or any other failure) skips that job and schedules another pass
-  ``retry_delay`` seconds later.
+  ``concurrency`` at a time across passes, let in highest (reconcile) rank first. After each
+  successful write the decision's events are recorded; a ``Conflict``/``NotFound`` (or any
+  other failure) skips that job and schedules another pass ``retry_delay`` seconds later.
+- **Passes do not wait for their writes** (:meth:`run`): a pass ends once its writes are
+  started, so an arrival during a pass with many writes (a preemption round, a position round)
+  waits for that pass's decisions, not for its requests. A job whose write is in flight is read
+  as written (see read-your-writes); if a later pass changes it again, that write is chained
+  behind the one in flight and based on the version it produced, and dropped if that one
+  failed. The next pass starts no sooner than ``pass_gap`` times the last pass's duration after
+  it, so passes take at most ``1 / (1 + pass_gap)`` of the event loop (half by default) and
+  the reconcilers keep the rest.
 - **What is written**: a job is patched when its decision changed persisted state other than
   accounting (``plan.changed(key, include_accounting=False)``), or when the persisted
   ``queuePosition`` differs from the one to show (``snapshot.shown_position``: the first 100
@@ -29,9 +37,10 @@ Contract:
   written once it is ``requeue_write_delay`` (60 s) old, from a pass the loop wakes for then, or
   earlier with any other write: pods that start within that time cost no write at all (nor
   one to clear it).
-- **Read-your-writes**: the patched object returned by each write stands in for the cached one
-  while the cache still shows a version that write superseded (the one it was based on, or an
-  earlier write of ours), so a pass that runs before the watch delivers our own writes neither
+- **Read-your-writes**: the object a write in flight will leave (``with_status``), then the
+  patched object it returned, stands in for the cached one while the cache still shows a
+  version that write supersedes (the one it was based on, or an earlier write of ours), so a
+  pass that runs before our own writes land, or before the watch delivers them, neither
   re-decides nor conflicts. Any other version in the cache (someone else wrote) wins.
 - **Triggers** (informer handlers registered by :meth:`run`): any add or delete of a job, node
   or one of our pods; an update that changes the object's ``*_signature`` (see
@@ -41,7 +50,8 @@ Contract:
   retry timer, and a ``resync_period`` safety net.
 - **Coalescing**: ``trigger()`` only sets a flag. The loop waits for the flag or a timer, clears
   the flag, then runs one pass; triggers during a pass cause exactly one more pass.
-- **Metrics**: pass duration, ``decisions_total{type=<event reason>}`` and
+- **Metrics**: pass duration (snapshot, decide, start the writes),
+  ``status_writes_total{result}``, ``decisions_total{type=<event reason>}`` and
   ``preemptions_total`` (``Preempted`` events) for written decisions, ``lattice_jobs{kind,stage}``
   for every (enabled kind, stage) each pass (stage "" shows as ``New``), capacity total/used.
 """
@@ -50,9 +60,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import heapq
+import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -93,6 +105,7 @@ from lattice.scheduler.loop.snapshot import (
     status_patch,
     takes_capacity,
     with_pods,
+    with_status,
 )
 
 __all__ = ["STAGE_LABELS", "SchedulerLoop"]
@@ -214,6 +227,49 @@ class _Entry:
     stale: frozenset[str]
 
 
+class _Gate:
+    """A semaphore whose waiters are let in highest rank first (FIFO among equal ranks), so a
+    later pass's urgent write does not queue behind an earlier pass's bookkeeping."""
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._seq = itertools.count()
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+
+    async def acquire(self, rank: int) -> None:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (-rank, next(self._seq), fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # let in, then cancelled before it could run: pass it on
+            raise
+
+    def release(self) -> None:
+        while self._waiting:
+            _, _, fut = heapq.heappop(self._waiting)
+            if not fut.done():  # cancelled waiters are skipped
+                fut.set_result(None)
+                return
+        self._free += 1
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A status write in flight: the object as it will be once written, and the cached versions
+    it supersedes (grows as earlier writes of ours for the same job land)."""
+
+    obj: Obj
+    stale: set[str]
+    task: asyncio.Task[bool] | None = None
+    #: The resourceVersion the apiserver gave this write, once it succeeded.
+    written: str | None = field(default=None)
+
+
 def _stage_label(stage: str) -> str:
     return stage or "New"
 
@@ -245,12 +301,15 @@ class SchedulerLoop:
         retry_delay: float = 1.0,
         resync_period: float | None = 300.0,
         pins: Informer[Obj] | None = None,
+        pass_gap: float = 1.0,
     ) -> None:
         missing = [kind for kind in plugins if kind not in jobs]
         if missing:
             raise ValueError(f"no job informer for kinds {missing}")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if pass_gap < 0:
+            raise ValueError("pass_gap must not be negative")
         self._client = client
         self._clock = clock
         #: Our ConfigMaps, where ``PinsInputs`` plugins keep the inputs a started job runs with.
@@ -264,7 +323,8 @@ class SchedulerLoop:
         self._nodes = nodes
         self._context = context
         self._config = config
-        self._concurrency = concurrency
+        self._gate = _Gate(concurrency)
+        self._pass_gap = pass_gap
         self._requeue_delay = timedelta(seconds=requeue_write_delay)
         self._position_interval = timedelta(seconds=position_interval)
         #: When position-only changes were last written (a round), or None.
@@ -276,11 +336,19 @@ class SchedulerLoop:
             scheduling_unit=context.scheduling_unit, node_selector=context.node_selector
         )
         self._dirty = asyncio.Event()
+        #: Set when a timer changed while :meth:`_wait` may be parked (a write failed).
+        self._rearm = asyncio.Event()
+        #: The next pass starts no earlier than this (clock.monotonic()), see ``pass_gap``.
+        self._hold_until: float | None = None
         self._idle = False
         self._wakeup: datetime | None = None
         self._retry_at: float | None = None
         self._last_pass: float | None = None
         self._written: dict[str, tuple[frozenset[str], Obj]] = {}
+        #: Each job's latest status write still in flight.
+        self._pending: dict[str, _Pending] = {}
+        self._tasks: set[asyncio.Task[bool]] = set()
+        self._versions = itertools.count(1)
         self._views = _ViewMemo()
         #: Jobs a pass shrank in the last ``URGENT_FOR`` seconds: the priority of what it made
         #: room for, and until when (clock.monotonic()).
@@ -323,6 +391,11 @@ class SchedulerLoop:
     def idle(self) -> bool:
         """Whether :meth:`run` is parked, waiting for a trigger or a timer."""
         return self._idle
+
+    @property
+    def writing(self) -> int:
+        """How many status writes are in flight (started or waiting for the gate)."""
+        return len(self._tasks)
 
     def _on_job(self, plugin: JobPlugin[Any]) -> Callable[[str, Obj | None, Obj | None], None]:
         def handler(event_type: str, old: Obj | None, new: Obj | None) -> None:
@@ -371,15 +444,23 @@ class SchedulerLoop:
         try:
             while True:
                 await self._wait()
+                if self._hold_until is not None:
+                    hold = self._hold_until - self._clock.monotonic()
+                    if hold > 0:
+                        await self._clock.sleep(hold)
                 self._dirty.clear()
                 try:
-                    await self.run_once()
+                    await self.run_once(wait=False)
                 except Exception:
                     log.exception("scheduler.pass_failed")
                     self._retry_at = self._clock.monotonic() + self._retry_delay
         finally:
             for remove in removers:
                 remove()
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     def _timeout(self) -> float | None:
         """Seconds until the earliest timer (plan wakeup, retry, resync); None: no timer."""
@@ -394,31 +475,43 @@ class SchedulerLoop:
         return min(timeouts) if timeouts else None
 
     async def _wait(self) -> None:
-        if self._dirty.is_set():
-            return
-        timeout = self._timeout()
-        if timeout is not None and timeout <= 0:
-            return
-        waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._dirty.wait())}
-        if timeout is not None:
-            waiters.add(asyncio.ensure_future(self._clock.sleep(timeout)))
-        self._idle = True
-        try:
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self._idle = False
-            for waiter in waiters:
-                waiter.cancel()
-            await asyncio.gather(*waiters, return_exceptions=True)
+        """Until a trigger or a timer; a timer set meanwhile (``_rearm``) is waited for too."""
+        while True:
+            if self._dirty.is_set():
+                return
+            timeout = self._timeout()
+            if timeout is not None and timeout <= 0:
+                return
+            self._rearm.clear()
+            rearmed = asyncio.ensure_future(self._rearm.wait())
+            waiters: set[asyncio.Future[Any]] = {asyncio.ensure_future(self._dirty.wait()), rearmed}
+            timer = None if timeout is None else asyncio.ensure_future(self._clock.sleep(timeout))
+            if timer is not None:
+                waiters.add(timer)
+            self._idle = True
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                self._idle = False
+                for waiter in waiters:
+                    waiter.cancel()
+                await asyncio.gather(*waiters, return_exceptions=True)
+            fired = timer is not None and timer.done() and not timer.cancelled()
+            if fired or self._dirty.is_set():
+                return
 
     # --- one pass ------------------------------------------------------------------------------
 
     def _current(self, plan_key: str, cached: Obj) -> tuple[Obj, frozenset[str]]:
-        """Our last write of the object while the cache still shows an older version of ours.
+        """Our last write of the object (in flight, or done) while the cache still shows an
+        older version of ours.
 
         Returns the object to use and the versions it supersedes.
         """
         rv = _rv(cached)
+        pending = self._pending.get(plan_key)
+        if pending is not None and rv in pending.stale:
+            return pending.obj, frozenset(pending.stale)
         written = self._written.get(plan_key)
         if written is not None:
             stale, patched = written
@@ -501,8 +594,11 @@ class SchedulerLoop:
             return None
         return start + self._requeue_delay
 
-    async def run_once(self) -> Plan:
-        """One pass: snapshot, decide, write, record events and metrics. Returns the plan."""
+    async def run_once(self, *, wait: bool = True) -> Plan:
+        """One pass: snapshot, decide, start the writes, record metrics; returns the plan.
+
+        With ``wait`` the pass returns once its writes are done (and their events recorded);
+        without, it returns as soon as they are started (:meth:`run` does that)."""
         started = self._clock.monotonic()
         self._retry_at = None
         now = floor_now(self._clock.now())
@@ -542,26 +638,28 @@ class SchedulerLoop:
         todo.sort(
             key=lambda e: (-self._rank(e.view.key, e.view.priority), e.view.key in self._urgent)
         )
-        gate = asyncio.Semaphore(self._concurrency)
-        results = await asyncio.gather(*(self._write(e, plan[e.view.key], now, gate) for e in todo))
-        failed = results.count(False)
-        if failed:
-            self._retry_at = self._clock.monotonic() + self._retry_delay
+        tasks = [self._launch(e, plan[e.view.key], now) for e in todo]
         for entry in entries.values():
             stages[entry.kind, _stage_label(plan[entry.view.key].stage)] += 1
-        self._observe(plan, stages, seconds=self._clock.monotonic() - started)
         wakeups = [*flushes, *([plan.next_wakeup] if plan.next_wakeup is not None else [])]
         self._wakeup = min(wakeups, default=None)
-        self._last_pass = self._clock.monotonic()
         self.passes += 1
         self.last_plan = plan
+        decided = self._clock.monotonic()
+        self._hold_until = decided + (decided - started) * self._pass_gap
+        failed = 0
+        if wait and tasks:
+            failed = sum(1 for ok in await asyncio.gather(*tasks) if not ok)
+        ended = self._clock.monotonic()
+        self._observe(plan, stages, seconds=ended - started)
+        self._last_pass = ended
         (log.info if todo else log.debug)(
             "scheduler.pass",
             passes=self.passes,
             jobs=len(entries),
             written=len(todo) - failed,
             failed=failed,
-            seconds=round(self._clock.monotonic() - started, 6),
+            seconds=round(ended - started, 6),
         )
         return plan
 
@@ -578,40 +676,100 @@ class SchedulerLoop:
         kept.update((k, (priority, clock + URGENT_FOR)) for k, priority in shrunk.items())
         self._urgent = kept
 
+    def _launch(self, entry: _Entry, decision: Decision, now: datetime) -> asyncio.Task[bool]:
+        """Start writing ``decision`` for ``entry``; from now on passes see the job as written.
+
+        A job whose previous write is still in flight (``entry.obj`` is that write's result)
+        gets its new write chained behind it: it goes out, based on the version the previous
+        one produced, only if that one succeeded."""
+        key = entry.view.key
+        fields = status_fields(decision, view=entry.view, previous=entry.previous, now=now)
+        prior = self._pending.get(key)
+        if prior is not None and prior.obj is not entry.obj:
+            prior = None  # the cache shows someone else's version: that write will conflict
+        pending = _Pending(
+            obj=with_status(
+                entry.obj,
+                entry.plugin.scheduling_path,
+                fields,
+                version=f"lattice-pending-{next(self._versions)}",
+            ),
+            stale=set(entry.stale),
+        )
+        rank = self._rank(key, entry.view.priority)
+        task = asyncio.create_task(
+            self._write(entry, decision, fields, pending=pending, prior=prior, rank=rank)
+        )
+        pending.task = task
+        self._pending[key] = pending
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
     async def _write(
-        self, entry: _Entry, decision: Decision, now: datetime, gate: asyncio.Semaphore
+        self,
+        entry: _Entry,
+        decision: Decision,
+        fields: Mapping[str, Any],
+        *,
+        pending: _Pending,
+        prior: _Pending | None,
+        rank: int,
     ) -> bool:
         view, plugin = entry.view, entry.plugin
-        fields = status_fields(decision, view=view, previous=entry.previous, now=now)
-        based_on = _rv(entry.obj)
-        log.debug(
-            "scheduler.write",
-            job=view.key,
-            changed=sorted(k for k, v in fields.items() if entry.previous.get(k) != v),
-        )
-        body = status_patch(plugin.scheduling_path, fields, resource_version=based_on)
-        async with gate:
+        result: str | None = None  # stays None if cancelled
+        try:
+            if prior is None:
+                based_on = _rv(entry.obj)
+            else:
+                assert prior.task is not None
+                if not await prior.task or prior.written is None:
+                    result = "dropped"
+                    return False
+                based_on = prior.written
+            log.debug(
+                "scheduler.write",
+                job=view.key,
+                changed=sorted(k for k, v in fields.items() if entry.previous.get(k) != v),
+            )
+            body = status_patch(plugin.scheduling_path, fields, resource_version=based_on)
+            await self._gate.acquire(rank)
             try:
                 patched = await self._client.patch(
-                    entry.resource,
-                    view.name,
-                    body,
-                    namespace=view.namespace,
-                    subresource="status",
+                    entry.resource, view.name, body, namespace=view.namespace, subresource="status"
                 )
             except (Conflict, NotFound) as exc:
+                result = "conflict" if isinstance(exc, Conflict) else "not_found"
                 log.debug("scheduler.write_skipped", job=view.key, reason=type(exc).__name__)
                 return False
             except ApiError as exc:
+                result = "error"
                 log.warning("scheduler.write_failed", job=view.key, error=str(exc))
                 return False
             except Exception:
+                result = "error"
                 log.exception("scheduler.write_crashed", job=view.key)
                 return False
-        if isinstance(patched, dict) and _rv(patched):
-            self._written[view.key] = (entry.stale | {based_on}, patched)
-        self._emit(entry, decision)
-        return True
+            finally:
+                self._gate.release()
+            rv = _rv(patched) if isinstance(patched, dict) else ""
+            if rv:
+                pending.written = rv
+                self._written[view.key] = (frozenset(pending.stale | {based_on}), patched)
+                latest = self._pending.get(view.key)
+                if latest is not None and latest is not pending:
+                    latest.stale.add(rv)  # a later write of ours supersedes this version too
+            result = "ok"
+            self._emit(entry, decision)
+            return True
+        finally:
+            if self._pending.get(view.key) is pending:
+                del self._pending[view.key]
+            if result is not None:
+                self._metrics.status_writes.labels(result).inc()
+            if result not in (None, "ok"):
+                self._retry_at = self._clock.monotonic() + self._retry_delay
+                self._rearm.set()
 
     def _emit(self, entry: _Entry, decision: Decision) -> None:
         if not decision.events:

@@ -81,6 +81,7 @@ __all__ = [
     "status_fields",
     "status_patch",
     "takes_capacity",
+    "with_status",
 ]
 
 #: How many waiting jobs get a persisted ``queuePosition`` (Kueue's ClusterQueue status likewise
@@ -369,6 +370,31 @@ def status_patch(
         body = {step: body}
     body["metadata"] = {"resourceVersion": resource_version}
     return body
+
+
+def with_status(
+    obj: Mapping[str, Any], path: Sequence[str], fields: Mapping[str, Any], *, version: str
+) -> dict[str, Any]:
+    """``obj`` as :func:`status_patch` of ``fields`` at ``path`` will leave it (a null removes
+    the field, as merge patch does), with ``metadata.resourceVersion`` set to ``version``.
+    Shares every untouched branch with ``obj``, which is left as it was."""
+
+    def merged(node: Mapping[str, Any], depth: int) -> dict[str, Any]:
+        out = dict(node)
+        if depth == len(path):
+            for key, value in fields.items():
+                if value is None:
+                    out.pop(key, None)
+                else:
+                    out[key] = value
+            return out
+        child = out.get(path[depth])
+        out[path[depth]] = merged(child if isinstance(child, Mapping) else {}, depth + 1)
+        return out
+
+    out = merged(obj, 0)
+    out["metadata"] = {**(obj.get("metadata") or {}), "resourceVersion": version}
+    return out
 
 
 # --------------------------------------------------------------------------- triggers
