@@ -37,8 +37,18 @@ def _cmd_crds(args: argparse.Namespace) -> int:
     return status
 
 
+#: The cyclic garbage collector's thresholds for ``lattice run`` (CPython's default is
+#: (700, 10, 10)). A scheduler pass allocates a few objects per job, so at 5,000 jobs the
+#: default ran a young collection many times a pass and a full one, which walks every cached
+#: object, every few passes: ~45 % of the pass time, with pauses up to 0.18 s that blocked the
+#: event loop. Garbage without cycles is freed at once either way; these only make the collector
+#: run less often (a young collection per 50,000 net allocations).
+GC_THRESHOLDS = (50_000, 20, 10)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import asyncio
+    import gc
 
     from pydantic import ValidationError
 
@@ -52,6 +62,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"lattice run: invalid settings: {exc}", file=sys.stderr)
         return 2
     configure_logging(level=settings.log_level, fmt=settings.log_format)
+    gc.set_threshold(*GC_THRESHOLDS)
     return asyncio.run(app.run(settings))
 
 

@@ -113,17 +113,32 @@ __all__ = ["STAGE_LABELS", "SchedulerLoop"]
 _REQUEUE_ONLY = frozenset({"requeue_time"})
 
 
+#: A memoised job: (object, pin, version, view or None if another controller manages it,
+#: scheduler block).
+_Memo = tuple[
+    Mapping[str, Any],
+    Mapping[str, Any] | None,
+    tuple[Any, ...],
+    JobView | Invalid | None,
+    Mapping[str, Any],
+]
+
+
 class _ViewMemo:
-    """Each job's ``job_view`` per object version. Parsing every job on every
-    pass cost ~1 ms a job (1.2 s a pass at 1,000 MPIJobs, with the event loop blocked), and
-    reading the status block's times another ~0.13 ms (0.65 s a pass at 5,000 jobs). An entry is
-    reused while the job's uid and resourceVersion, its pin's resourceVersion and the context are
-    unchanged; only ``pending_since``, which comes from the pods, is recomputed every pass."""
+    """Each job's ``job_view`` (with its scheduler block and whether another controller manages
+    it) per object. Parsing every job on every pass cost ~1 ms a job (1.2 s a pass at 1,000
+    MPIJobs, with the event loop blocked), and reading the status block's times another
+    ~0.13 ms (0.65 s a pass at 5,000 jobs). An entry is reused for the very same object and pin
+    at once, and re-read only when the job's uid and resourceVersion, its pin's resourceVersion
+    or the context change. ``pending_since``, the one part that comes from the pods, is
+    recomputed every pass, for running jobs only (the others have none), so the pods of the
+    thousands of waiting jobs are not even looked up."""
 
     def __init__(self) -> None:
         self._ctx: OperatorContext | None = None
-        self._seen: set[tuple[str, str, str]] = set()
-        self._memo: dict[tuple[str, str, str], tuple[tuple[Any, ...], JobView | Invalid]] = {}
+        self._seen: set[tuple[str, str]] = set()
+        #: (kind, "namespace/name") -> the memoised job
+        self._memo: dict[tuple[str, str], _Memo] = {}
 
     def begin(self, ctx: OperatorContext) -> None:
         """Start a pass under ``ctx`` (compared once per pass: it holds the runtimes)."""
@@ -134,38 +149,46 @@ class _ViewMemo:
 
     def view(
         self,
-        kind: str,
+        key: tuple[str, str],
         plugin: JobPlugin[Any],
         obj: Mapping[str, Any],
-        pods: Sequence[PodInfo],
+        pods: Callable[[], Sequence[PodInfo]],
         *,
         ctx: OperatorContext,
         pinned: Mapping[str, Any] | None,
-    ) -> JobView | Invalid:
-        """The memoised ``job_view`` (``ctx`` is the one given to :meth:`begin`)."""
-        meta = obj.get("metadata") or {}
-        key = (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    ) -> tuple[JobView | Invalid | None, Mapping[str, Any]]:
+        """The memoised ``job_view`` of job ``key`` (None if another controller manages it)
+        and its scheduler block (``ctx`` is the one given to :meth:`begin`)."""
         self._seen.add(key)
-        pin_rv = None if pinned is None else (pinned.get("metadata") or {}).get("resourceVersion")
-        version = (meta.get("uid"), meta.get("resourceVersion"), pinned is not None, pin_rv)
         hit = self._memo.get(key)
-        if hit is not None and hit[0] == version:
-            view = hit[1]
-            if isinstance(view, JobView):
-                fresh = with_pods(view, pods)
-                if fresh is not view:
-                    self._memo[key] = (version, fresh)
-                return fresh
-            return view
-        view = job_view(kind, plugin, obj, pods, ctx, pinned=pinned)
-        self._memo[key] = (version, view)
-        return view
+        if hit is None or hit[0] is not obj or hit[1] is not pinned:
+            meta = obj.get("metadata") or {}
+            pin_rv = (
+                None if pinned is None else (pinned.get("metadata") or {}).get("resourceVersion")
+            )
+            version = (meta.get("uid"), meta.get("resourceVersion"), pinned is not None, pin_rv)
+            if hit is None or hit[2] != version:
+                view: JobView | Invalid | None = None
+                if not managed_elsewhere(obj):
+                    view = job_view(key[0], plugin, obj, pods(), ctx, pinned=pinned)
+                hit = (obj, pinned, version, view, get_path(obj, plugin.scheduling_path))
+                self._memo[key] = hit
+                return hit[3], hit[4]
+            hit = (obj, pinned, *hit[2:])
+            self._memo[key] = hit
+        view = hit[3]
+        if isinstance(view, JobView) and view.stage == Stage.RUNNING:
+            fresh = with_pods(view, pods())
+            if fresh is not view:
+                self._memo[key] = (*hit[:3], fresh, hit[4])
+            return fresh, hit[4]
+        return view, hit[4]
 
     def priority(self, kind: str, namespace: str, name: str) -> int | None:
         """The job's priority as of the last pass that read it; None if none did (or it is
         invalid)."""
-        hit = self._memo.get((kind, namespace, name))
-        view = None if hit is None else hit[1]
+        hit = self._memo.get((kind, f"{namespace}/{name}"))
+        view = None if hit is None else hit[3]
         return view.priority if isinstance(view, JobView) else None
 
     def end(self) -> None:
@@ -268,6 +291,18 @@ class _Pending:
     task: asyncio.Task[bool] | None = None
     #: The resourceVersion the apiserver gave this write, once it succeeded.
     written: str | None = field(default=None)
+
+
+def _owned(
+    by_index: Callable[[str, str], list[PodInfo]], kind: str, store_key: str
+) -> Callable[[], list[PodInfo]]:
+    """The lookup of the pods job ``store_key`` of ``kind`` owns, for when they are needed."""
+
+    def pods() -> list[PodInfo]:
+        namespace, name = split_key(store_key)
+        return by_index(OWNER_INDEX, owner_key(kind, namespace, name))
+
+    return pods
 
 
 def _stage_label(stage: str) -> str:
@@ -525,29 +560,32 @@ class SchedulerLoop:
     ) -> tuple[dict[str, _Entry], int]:
         entries: dict[str, _Entry] = {}
         invalid = 0
-        pods = self._pods.store
+        by_index = self._pods.store.by_index
         self._views.begin(ctx)
         for kind, plugin in self._plugins.items():
             informer = self._jobs[kind]
+            resource = informer.resource
             # Once per kind: a runtime-checkable Protocol's isinstance is slow (12 % of a pass).
             pins = isinstance(plugin, PinsInputs)
             for store_key, cached in informer.store.items():
-                namespace, name = split_key(store_key)
-                obj, stale = self._current(f"{kind}/{namespace}/{name}", cached)
-                if managed_elsewhere(obj):
+                obj, stale = self._current(f"{kind}/{store_key}", cached)
+                pinned = self._pinned(plugin, obj, split_key(store_key)[0]) if pins else None
+                view, previous = self._views.view(
+                    (kind, store_key),
+                    plugin,
+                    obj,
+                    _owned(by_index, kind, store_key),
+                    ctx=ctx,
+                    pinned=pinned,
+                )
+                if view is None:
                     continue  # another controller (e.g. MultiKueue) owns this job
-                owned = pods.by_index(OWNER_INDEX, owner_key(kind, namespace, name))
-                pinned = self._pinned(plugin, obj, namespace) if pins else None
-                view = self._views.view(kind, plugin, obj, owned, ctx=ctx, pinned=pinned)
-                previous = get_path(obj, plugin.scheduling_path)
                 if isinstance(view, Invalid):
                     invalid += 1
                     stage = previous.get("stage")
                     stages[kind, _stage_label(stage if isinstance(stage, str) else "")] += 1
                     continue
-                entries[view.key] = _Entry(
-                    kind, plugin, informer.resource, obj, view, previous, stale
-                )
+                entries[view.key] = _Entry(kind, plugin, resource, obj, view, previous, stale)
         for key in [k for k in self._written if k not in entries]:
             del self._written[key]
         self._views.end()
