@@ -1186,7 +1186,8 @@ def child_args(a: argparse.Namespace) -> list[str]:
 
 @dataclass
 class World:
-    """What the bench sees: pods' first-seen times, live pods, jobs' first grant and stage."""
+    """What the bench sees: pods' first-seen times, live pods, jobs' first grant and stage, and
+    how long a job the scheduler shrank (or preempted) keeps its extra pods."""
 
     pod_first: dict[str, float] = field(default_factory=dict)
     pod_bound: dict[str, float] = field(default_factory=dict)  # first seen with a nodeName
@@ -1194,6 +1195,27 @@ class World:
     grant: dict[str, tuple[float, int]] = field(default_factory=dict)
     stage: dict[str, str] = field(default_factory=dict)
     cls: dict[str, str] = field(default_factory=dict)
+    size: dict[str, int] = field(default_factory=dict)
+    #: job -> pods not terminating / pods still in the API (terminating included)
+    running_pods: dict[str, set[str]] = field(default_factory=dict)
+    existing_pods: dict[str, set[str]] = field(default_factory=dict)
+    #: job -> (when the bench saw its currentSize drop, the new size), until its pods follow
+    shrunk: dict[str, tuple[float, int]] = field(default_factory=dict)
+    gone: dict[str, tuple[float, int]] = field(default_factory=dict)
+    to_terminating: list[float] = field(default_factory=list)  # shrink -> deletions issued
+    to_deleted: list[float] = field(default_factory=list)  # shrink -> pods removed from the API
+
+    def _follow(self, job: str) -> None:
+        now = clock.monotonic()
+        pending = self.shrunk.get(job)
+        if pending is not None and len(self.running_pods.get(job, ())) <= pending[1]:
+            self.to_terminating.append(now - pending[0])
+            del self.shrunk[job]
+            self.gone[job] = pending
+        pending = self.gone.get(job)
+        if pending is not None and len(self.existing_pods.get(job, ())) <= pending[1]:
+            self.to_deleted.append(now - pending[0])
+            del self.gone[job]
 
     def on_pod(self, etype: str, pod: Obj) -> None:
         meta = pod.get("metadata") or {}
@@ -1203,10 +1225,16 @@ class World:
             return
         if etype == "DELETED" or meta.get("deletionTimestamp"):
             self.live.pop(name, None)
+            self.running_pods.get(job, set()).discard(name)
             if etype == "DELETED":
+                self.existing_pods.get(job, set()).discard(name)
+                self._follow(job)
                 return
         else:
             self.live[name] = job
+            self.running_pods.setdefault(job, set()).add(name)
+        self.existing_pods.setdefault(job, set()).add(name)
+        self._follow(job)
         self.pod_first.setdefault(name, clock.monotonic())
         if (pod.get("spec") or {}).get("nodeName"):
             self.pod_bound.setdefault(name, clock.monotonic())
@@ -1222,6 +1250,11 @@ class World:
         size = int(status.get("currentSize") or 0)
         if size > 0 and name not in self.grant:
             self.grant[name] = (clock.monotonic(), size)
+        if size < self.size.get(name, 0) and name not in self.shrunk:
+            self.gone.pop(name, None)
+            self.shrunk[name] = (clock.monotonic(), size)
+            self._follow(name)
+        self.size[name] = size
 
 
 # the trainingjob workqueue's metrics parse_metrics keeps, and under which key
@@ -1785,6 +1818,19 @@ def report(
     print("  goal: high-priority p99 (all first-grant pods) <= 2 s")
     print(
         "  'on nodes': bound by kube-scheduler, so the pods of the jobs preempted for it are gone"
+    )
+    for what, lags in (
+        ("deletions issued", world.to_terminating),
+        ("pods removed", world.to_deleted),
+    ):
+        print(
+            f"  shrunk/preempted jobs, currentSize drop -> {what}: {len(lags)} jobs, p50 "
+            f"{pct(lags, 0.5):.2f} p95 {pct(lags, 0.95):.2f} p99 {pct(lags, 0.99):.2f} "
+            f"max {max(lags, default=float('nan')):.2f} s"
+        )
+    print(
+        f"  still holding pods at the end: {len(world.shrunk)} jobs not yet deleting, "
+        f"{len(world.gone)} with pods terminating"
     )
 
     print("\n== operator process (/proc)")

@@ -397,19 +397,30 @@ class SchedulerLoop:
 
     def priority_of(self, kind: str, key: str) -> int:
         """The priority of job ``namespace/name`` of ``kind`` as the last pass saw it, for
-        ordering reconciles (0 for a job no pass has parsed yet). A job the last pass shrank or
-        preempted ranks as high as the highest-priority job that pass admitted or grew: its
-        pods must go before the beneficiary's can run."""
+        ordering reconciles (0 for a job no pass has parsed yet). A job a pass shrank or
+        preempted in the last ``URGENT_FOR`` seconds ranks just above the highest-priority job
+        that pass admitted or grew: its pods must go before the beneficiary's can bind. Just
+        above, not level: when the beneficiary has the victim's own priority (a LAS preemption
+        among equals), level would leave the victim queued behind every new job of that
+        priority, and the capacity it holds would go to whichever pending pod kube-scheduler
+        tries first once it is freed, not to the job it was freed for."""
         namespace, _, name = key.partition("/")
-        value = self._views.priority(kind, namespace, name)
-        return self._rank(f"{kind}/{key}", 0 if value is None else value)
+        value = 0 if (found := self._views.priority(kind, namespace, name)) is None else found
+        plan_key = f"{kind}/{key}"
+        rank = self._rank(plan_key, value)
+        return rank + 1 if self._is_urgent(plan_key) else rank
 
     def _rank(self, plan_key: str, priority: int) -> int:
-        """``priority``, raised to a beneficiary's while the job is in ``_urgent``."""
+        """``priority``, raised to a beneficiary's while the job is in ``_urgent`` (the order of
+        status writes: a beneficiary's, then its victims')."""
         urgent = self._urgent.get(plan_key)
         if urgent is None or urgent[1] <= self._clock.monotonic():
             return priority
         return max(priority, urgent[0])
+
+    def _is_urgent(self, plan_key: str) -> bool:
+        urgent = self._urgent.get(plan_key)
+        return urgent is not None and urgent[1] > self._clock.monotonic()
 
     # --- triggering ----------------------------------------------------------------------------
 
