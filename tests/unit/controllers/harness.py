@@ -98,6 +98,9 @@ class World:
     calls: list[tuple[str, str, str]] = field(default_factory=list)
     conflicts: int = 0
     enqueued: list[str] = field(default_factory=list)
+    #: While set, watch events wait in ``held`` until ``release()`` (the watch lags the writes).
+    hold_events: bool = False
+    held: list[tuple[str, str, Obj]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._rv = itertools.count(1)
@@ -153,9 +156,19 @@ class World:
     # --- KubeClient ------------------------------------------------------------------------
 
     def _notify(self, plural: str, event: str, obj: Obj) -> None:
+        if self.hold_events:
+            self.held.append((plural, event, copy.deepcopy(obj)))
+            return
         informer = self.informers.get(plural)
         if informer is not None:
             informer.on_event(event, copy.deepcopy(obj))
+
+    def release(self) -> None:
+        """Deliver the held watch events, in order, and stop holding them."""
+        self.hold_events = False
+        held, self.held = self.held, []
+        for plural, event, obj in held:
+            self._notify(plural, event, obj)
 
     async def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj:
         obj = copy.deepcopy(body)

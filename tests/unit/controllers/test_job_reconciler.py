@@ -709,3 +709,32 @@ async def test_scheduler_bookkeeping_alone_does_not_enqueue_but_decisions_and_st
     w.enqueued.clear()
     w.edit_spec("j", lambda spec: spec.setdefault("runPolicy", {}).update(backoffLimit=2))
     assert w.enqueued == [f"{NS}/j"]
+
+
+@pytest.mark.parametrize(
+    ("plugin", "manifest"),
+    [
+        (MXJobPlugin(), mxjob("j")),
+        (MPIJobPlugin(), mpijob("j")),
+        (TrainingJobPlugin(), _trainingjob("j")),
+    ],
+    ids=["MXJob", "MPIJob", "TrainingJob"],
+)
+async def test_the_echo_of_our_own_status_write_does_not_enqueue_the_job_again(
+    plugin: Any, manifest: Obj
+) -> None:
+    w = World(plugin)
+    w.apply(manifest)
+    w.enqueued.clear()
+    w.hold_events = True  # the watch delivers our write after its response, as it usually does
+    await w.reconcile("j")
+    written = [c for c in w.calls if c[0] == "patch/status"]
+    assert written, "the first reconcile writes the Created condition"
+    w.release()
+    assert w.enqueued == [], "the reconcile that wrote it already acted on this version"
+    # Someone else's status write still enqueues; so does ours when its echo came first.
+    own: Obj = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+    for step in reversed(plugin.exec_path[1:]):
+        own = {step: own}
+    await w.patch(w.res, "j", {"status": own}, namespace=NS, subresource="status")
+    assert w.enqueued == [f"{NS}/j"]

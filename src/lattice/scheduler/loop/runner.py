@@ -398,17 +398,17 @@ class SchedulerLoop:
     def priority_of(self, kind: str, key: str) -> int:
         """The priority of job ``namespace/name`` of ``kind`` as the last pass saw it, for
         ordering reconciles (0 for a job no pass has parsed yet). A job a pass shrank or
-        preempted in the last ``URGENT_FOR`` seconds ranks just above the highest-priority job
-        that pass admitted or grew: its pods must go before the beneficiary's can bind. Just
-        above, not level: when the beneficiary has the victim's own priority (a LAS preemption
-        among equals), level would leave the victim queued behind every new job of that
-        priority, and the capacity it holds would go to whichever pending pod kube-scheduler
-        tries first once it is freed, not to the job it was freed for."""
+        preempted in the last ``URGENT_FOR`` seconds ranks as high as the highest-priority job
+        that pass admitted or grew (its pods must go before the beneficiary's can bind), and at
+        least one above its own priority: when the beneficiary has the victim's own priority (a
+        LAS preemption among equals), ranking level would leave the victim queued behind every
+        new job of that priority, holding capacity that kube-scheduler then gives to whichever
+        pending pod it tries first once freed, not to the job it was freed for."""
         namespace, _, name = key.partition("/")
         value = 0 if (found := self._views.priority(kind, namespace, name)) is None else found
         plan_key = f"{kind}/{key}"
         rank = self._rank(plan_key, value)
-        return rank + 1 if self._is_urgent(plan_key) else rank
+        return max(rank, value + 1) if self._is_urgent(plan_key) else rank
 
     def _rank(self, plan_key: str, priority: int) -> int:
         """``priority``, raised to a beneficiary's while the job is in ``_urgent`` (the order of
