@@ -487,7 +487,7 @@ async def test_priority_of_is_the_priority_the_last_pass_parsed() -> None:
     assert h.loop.priority_of("FakeJob", "ns/low") == 7
 
 
-async def test_a_preempted_job_reconciles_at_its_beneficiarys_priority() -> None:
+async def test_a_preempted_job_reconciles_just_above_its_beneficiarys_priority() -> None:
     """Its pods must go before the beneficiary's can run, so it must not wait in the queue
     behind everything of its own priority."""
     h = Harness()
@@ -499,12 +499,12 @@ async def test_a_preempted_job_reconciles_at_its_beneficiarys_priority() -> None
     h.add_job("high", units=8, priority=10)
     await h.loop.run_once()
     assert h.status("low")["stage"] == "Waiting"
-    assert h.loop.priority_of("FakeJob", "ns/low") == 10
+    assert h.loop.priority_of("FakeJob", "ns/low") == 11
     assert h.loop.priority_of("FakeJob", "ns/high") == 10
     assert h.loop.priority_of("FakeJob", "ns/other") == 0  # untouched by that pass
     assert h.client.names()[-2:] == ["high", "low"]  # the beneficiary is written first
     await h.loop.run_once()  # the next pass (which shrinks nothing) does not reset it
-    assert h.loop.priority_of("FakeJob", "ns/low") == 10
+    assert h.loop.priority_of("FakeJob", "ns/low") == 11
     await h.clock.advance(URGENT_FOR)
     assert h.loop.priority_of("FakeJob", "ns/low") == 0
 
