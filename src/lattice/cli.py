@@ -40,7 +40,7 @@ def _cmd_crds(args: argparse.Namespace) -> int:
 #: The cyclic garbage collector's thresholds for ``lattice run`` (CPython's default is
 #: (700, 10, 10)). A scheduler pass allocates a few objects per job, so at 5,000 jobs the
 #: default ran a young collection many times a pass and a full one, which walks every cached
-#: object, every few passes: ~45 % of the pass time, with pauses up to 0.18 s that blocked the
+#: object, every few passes: 35-45 % of the pass time, with pauses up to 0.24 s that blocked the
 #: event loop. Garbage without cycles is freed at once either way; these only make the collector
 #: run less often (a young collection per 50,000 net allocations).
 GC_THRESHOLDS = (50_000, 20, 10)

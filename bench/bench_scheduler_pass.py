@@ -1,0 +1,137 @@
+"""A whole scheduler pass in process (``SchedulerLoop.run_once``), under CPython's default GC
+thresholds and under the ones ``lattice run`` sets (``lattice.cli.GC_THRESHOLDS``).
+
+Not a pytest test. Run: ``.venv/bin/python bench/bench_scheduler_pass.py [--jobs N] [--pods N]
+[--passes N]``.
+
+It builds the real operator (informers, stores, plugins, the scheduler loop) on the in-memory
+API server of ``bench_scheduler_load``'s memory section. It fills the operator with ``--jobs``
+TrainingJobs and ``--pods`` pods, runs two passes to settle, then times ``--passes`` passes.
+Each mode runs in a child process of its own, so neither inherits the other's heap. For each
+mode it prints pass p50/p95/max and the time the cyclic collector took during the timed passes
+(from ``gc.callbacks``). Then it prints the ratio of the raised thresholds to the default,
+measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import bench_scheduler_load as load
+
+from lattice.cli import GC_THRESHOLDS
+
+DEFAULT_THRESHOLDS = (700, 10, 10)
+
+
+async def child(jobs: int, pods: int, passes: int) -> dict[str, Any]:
+    from prometheus_client import CollectorRegistry
+
+    from lattice.app import Operator
+    from lattice.config import Settings
+    from lattice.runtime.logs import configure_logging
+
+    configure_logging(level="warning", fmt="json")
+    world = load.MemWorld(jobs, pods, 8, 10, 9)
+    fake = load.FakeApi(world)
+    settings = Settings(
+        scheduling_unit=load.GPU, metrics_addr="127.0.0.1:0", probe_addr="127.0.0.1:0"
+    )
+    op = Operator(settings, fake, clock=load.WorldClock(world.now), registry=CollectorRegistry())
+    op.informers.start()
+    op.recorder.start()
+    await op.informers.wait_synced()
+    tj = op.jobs["TrainingJob"]
+    parts: list[tuple[Any, tuple[str, str], int]] = [
+        (op.nodes, ("nodes", ""), world.nodes),
+        (op.foreign_pods, ("pods", f"!{load.MANAGED}"), world.nodes),
+        (tj, ("trainingjobs", ""), world.jobs),
+        (op.pods, ("pods", load.MANAGED), world.pods),
+    ]
+    for informer, key, want in parts:
+        fake.stream(key)
+        await load.until(load._filled(informer.store, key, want, fake))
+    await op.scheduler.run_once()
+    fake.deliver_patched()
+    await load.until(lambda: not fake.pending(("trainingjobs", "")))
+    await op.scheduler.run_once()
+
+    spent: list[float] = []
+    started: list[float] = []
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started.append(time.perf_counter())
+        elif started:
+            spent.append(time.perf_counter() - started.pop())
+
+    gc.callbacks.append(on_gc)
+    times: list[float] = []
+    for _ in range(passes):
+        t = time.perf_counter()
+        await op.scheduler.run_once()
+        times.append(time.perf_counter() - t)
+    gc.callbacks.remove(on_gc)
+    await op.recorder.stop(timeout=1.0)
+    await op.informers.stop()
+    times.sort()
+    return {
+        "jobs": len(tj.store),
+        "pods": len(op.pods.store),
+        "p50": statistics.median(times),
+        "p95": times[min(len(times) - 1, int(0.95 * len(times)))],
+        "max": times[-1],
+        "gc_s": sum(spent),
+        "gc_max": max(spent, default=0.0),
+        "collections": len(spent),
+    }
+
+
+def run_mode(thresholds: tuple[int, int, int], a: argparse.Namespace) -> dict[str, Any]:
+    argv = [sys.executable, __file__, "--child", ",".join(map(str, thresholds))]
+    argv += ["--jobs", str(a.jobs), "--pods", str(a.pods), "--passes", str(a.passes)]
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--jobs", type=int, default=5000)
+    p.add_argument("--pods", type=int, default=1000)
+    p.add_argument("--passes", type=int, default=30)
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    if a.child:
+        gc.set_threshold(*(int(x) for x in a.child.split(",")))
+        print(json.dumps(asyncio.run(child(a.jobs, a.pods, a.passes))))
+        return 0
+    load.print_setup(f"{a.jobs} TrainingJobs, {a.pods} pods, {a.passes} timed passes per mode")
+    rows = {
+        "default GC (700, 10, 10)": run_mode(DEFAULT_THRESHOLDS, a),
+        f"lattice run GC {GC_THRESHOLDS}": run_mode(GC_THRESHOLDS, a),
+    }
+    for name, r in rows.items():
+        print(
+            f"{name:>32}: jobs {r['jobs']}, pods {r['pods']}; pass p50 {r['p50']:.3f} s, "
+            f"p95 {r['p95']:.3f} s, max {r['max']:.3f} s; GC {r['collections']} collections, "
+            f"{r['gc_s']:.2f} s in total, longest {r['gc_max']:.3f} s"
+        )
+    base, tuned = rows.values()
+    print(
+        f"ratio raised/default: p50 {tuned['p50'] / base['p50']:.2f}x, "
+        f"p95 {tuned['p95'] / base['p95']:.2f}x, max {tuned['max'] / base['max']:.2f}x"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
