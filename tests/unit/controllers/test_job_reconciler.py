@@ -666,7 +666,8 @@ def _trainingjob(name: str) -> Obj:
     }
 
 
-@pytest.mark.parametrize(
+#: Each kind with a job named "j" that the scheduler has not granted yet.
+each_kind = pytest.mark.parametrize(
     ("plugin", "manifest"),
     [
         (MXJobPlugin(), mxjob("j")),
@@ -675,6 +676,9 @@ def _trainingjob(name: str) -> Obj:
     ],
     ids=["MXJob", "MPIJob", "TrainingJob"],
 )
+
+
+@each_kind
 async def test_scheduler_bookkeeping_alone_does_not_enqueue_but_decisions_and_status_do(
     plugin: Any, manifest: Obj
 ) -> None:
@@ -711,15 +715,7 @@ async def test_scheduler_bookkeeping_alone_does_not_enqueue_but_decisions_and_st
     assert w.enqueued == [f"{NS}/j"]
 
 
-@pytest.mark.parametrize(
-    ("plugin", "manifest"),
-    [
-        (MXJobPlugin(), mxjob("j")),
-        (MPIJobPlugin(), mpijob("j")),
-        (TrainingJobPlugin(), _trainingjob("j")),
-    ],
-    ids=["MXJob", "MPIJob", "TrainingJob"],
-)
+@each_kind
 async def test_the_echo_of_our_own_status_write_does_not_enqueue_the_job_again(
     plugin: Any, manifest: Obj
 ) -> None:
