@@ -685,7 +685,7 @@ class SchedulerLoop:
         )
         # Highest priority first (a shrunk job at its beneficiary's, just after it): the gate
         # admits writes in this order, so an urgent grant is not written behind a pass's worth
-        # of bookkeeping, and its reconcile is queued ahead of its victims'.
+        # of bookkeeping. (Their reconciles then run victims first: see ``priority_of``.)
         todo.sort(
             key=lambda e: (-self._rank(e.view.key, e.view.priority), e.view.key in self._urgent)
         )
