@@ -407,7 +407,11 @@ class JobReconciler:
         if written is not None:
             step.obj = written
             rv = (written.get("metadata") or {}).get("resourceVersion")
-            if rv:
+            finished = condition_true(step.exec, "Succeeded") or condition_true(step.exec, "Failed")
+            # A job this write finished is handled by the next reconcile (clean-up, TTL,
+            # Completed), which its echo triggers: only an echo that starts no new branch is
+            # skipped.
+            if rv and finished == step.finished:
                 self._own_writes[f"{ref.namespace}/{ref.name}"] = str(rv)
             for type_, reason, note in step.events:
                 self._recorder.record(ref, type=type_, reason=reason, note=note)

@@ -734,3 +734,21 @@ async def test_the_echo_of_our_own_status_write_does_not_enqueue_the_job_again(
         own = {step: own}
     await w.patch(w.res, "j", {"status": own}, namespace=NS, subresource="status")
     assert w.enqueued == [f"{NS}/j"]
+
+
+async def test_the_echo_of_the_write_that_finishes_a_job_still_enqueues_it() -> None:
+    """The clean-up of a finished job (cleanPodPolicy, Completed, TTL) runs on the reconcile
+    after the one that wrote Succeeded: that echo must wake it, whatever the order of arrival."""
+    w = World(MXJobPlugin())
+    w.apply(mxjob(cleanPodPolicy="Running"), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    w.set_pod("mx-scheduler-0", "Succeeded", exit_code=0)
+    w.enqueued.clear()
+    w.hold_events = True
+    await w.reconcile("mx")
+    w.release()
+    assert w.conditions("mx")["Succeeded"]["status"] == "True"
+    assert w.enqueued == [f"{NS}/mx"]
+    await w.reconcile("mx")
+    assert w.names("pods") == ["mx-scheduler-0"]
