@@ -199,9 +199,6 @@ class JobReconciler:
         self._recorder = recorder
         self._metrics = metrics
         self._writer = StatusWriter(client)
-        #: Job key -> the resourceVersion our last status write produced, until its watch event
-        #: arrives: that event shows what the reconcile that wrote it already acted on.
-        self._own_writes: dict[str, str] = {}
         self._children = ChildSync(client=client, expectations=expectations, recorder=recorder)
         self._framework = FRAMEWORKS.get(self.kind, self.kind.lower())
         self._words = messages_of(plugin)
@@ -218,18 +215,17 @@ class JobReconciler:
                 return
             meta = obj.get("metadata") or {}
             ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-            key = f"{ns}/{name}"
-            own = self._own_writes.pop(key, None)
             if event == "DELETED":
                 self._exp.delete(self._exp_key(ns, name, "pods"))
                 self._exp.delete(self._exp_key(ns, name, "services"))
                 self._metrics.jobs_deleted.labels(ns, self._framework).inc()
-            elif old is not None and new is not None:
-                if own is not None and own == str(meta.get("resourceVersion") or ""):
-                    return  # the echo of our own status write
-                if reconcile_signature(old, self.plugin) == reconcile_signature(new, self.plugin):
-                    return  # only the scheduler's bookkeeping changed (queue position, times, ...)
-            enqueue(key)
+            elif (
+                old is not None
+                and new is not None
+                and reconcile_signature(old, self.plugin) == reconcile_signature(new, self.plugin)
+            ):
+                return  # only the scheduler's bookkeeping changed (queue position, times, ...)
+            enqueue(f"{ns}/{name}")
 
         def on_pod(event: str, old: PodInfo | None, new: PodInfo | None) -> None:
             pod = new if new is not None else old
@@ -406,13 +402,6 @@ class JobReconciler:
         )
         if written is not None:
             step.obj = written
-            rv = (written.get("metadata") or {}).get("resourceVersion")
-            finished = condition_true(step.exec, "Succeeded") or condition_true(step.exec, "Failed")
-            # A job this write finished is handled by the next reconcile (clean-up, TTL,
-            # Completed), which its echo triggers: only an echo that starts no new branch is
-            # skipped.
-            if rv and finished == step.finished:
-                self._own_writes[f"{ref.namespace}/{ref.name}"] = str(rv)
             for type_, reason, note in step.events:
                 self._recorder.record(ref, type=type_, reason=reason, note=note)
             for what in step.counters:
