@@ -64,7 +64,7 @@ import heapq
 import itertools
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -290,7 +290,7 @@ class _Pending:
     stale: set[str]
     task: asyncio.Task[bool] | None = None
     #: The resourceVersion the apiserver gave this write, once it succeeded.
-    written: str | None = field(default=None)
+    written: str | None = None
 
 
 def _owned(
@@ -415,10 +415,7 @@ class SchedulerLoop:
     def _rank(self, plan_key: str, priority: int) -> int:
         """``priority``, raised to a beneficiary's while the job is in ``_urgent`` (the order of
         status writes: a beneficiary's, then its victims')."""
-        urgent = self._urgent.get(plan_key)
-        if urgent is None or urgent[1] <= self._clock.monotonic():
-            return priority
-        return max(priority, urgent[0])
+        return max(priority, self._urgent[plan_key][0]) if self._is_urgent(plan_key) else priority
 
     def _is_urgent(self, plan_key: str) -> bool:
         urgent = self._urgent.get(plan_key)
