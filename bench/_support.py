@@ -14,7 +14,7 @@ as ``python bench/<name>.py``: the script's folder is first on ``sys.path``, so
 - the bench's pieces of the cluster: a kwok node pool, its node-selector file, namespaces, the
   ``lattice run`` command, bare pods; a list+watch (``Watcher``, ``PodWatch``);
 - the throughput measurement of ``bench_throughput`` and ``bench_trainingjob_throughput``
-  (``ceiling``, ``workload``, ``report``);
+  (``ceiling``, ``mix_ceiling``, ``workload``, ``report``);
 - ``apply_merge_patch``: RFC 7386, for in-memory fakes of the apiserver.
 """
 
@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import itertools
 import os
 import socket
 import ssl
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,9 +40,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from lattice.clock import RealClock
+from lattice.frameworks.base import Children, Demand, JobPlugin, OperatorContext, messages_of
 from lattice.kube.client import RestClient
 from lattice.kube.errors import ApiError
-from lattice.kube.resources import NAMESPACES, PODS, Resource
+from lattice.kube.resources import EVENTS, NAMESPACES, PODS, SERVICES, Resource
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = Path(os.environ.get("LATTICE_CLUSTER_DIR", REPO / ".cluster"))
@@ -419,6 +423,213 @@ async def ceiling(client: RestClient, ns: str, *, n: int, concurrency: int, pool
     return n / (clock.monotonic() - start)
 
 
+#: Where ``mix_ceiling`` creates each field of a plugin's ``Children``, all in one round (as the
+#: reconciler does for a kind without batch Jobs: pods and Services together).
+MIX_CHILDREN = {"pods": PODS, "services": SERVICES}
+#: ``reportingController`` of the operator's event recorder (``lattice.app``).
+EVENT_CONTROLLER = "lattice.breezeml.ai/operator"
+
+
+@dataclass(frozen=True)
+class Mix:
+    """What ``mix_ceiling`` wrote (totals over ``jobs``) and how long it took."""
+
+    jobs: int
+    pods: int
+    services: int
+    status_patches: int
+    events: int
+    seconds: float
+
+    @property
+    def jobs_per_s(self) -> float:
+        return self.jobs / self.seconds
+
+    @property
+    def pods_per_s(self) -> float:
+        return self.pods / self.seconds
+
+
+def mix_children(
+    plugin: JobPlugin[Any], job: Any, size: int, ctx: OperatorContext
+) -> list[tuple[Resource, Obj]]:
+    """The plugin's children of ``job`` at ``size`` with their resource: pods, then Services.
+    A plugin that also wants ConfigMaps, Secrets or batch Jobs is refused: the operator creates
+    those in an earlier round, which ``mix_ceiling`` does not model."""
+    kids: Children = plugin.children(job, size=size, ctx=ctx)
+    out: list[tuple[Resource, Obj]] = []
+    for f in dataclasses.fields(kids):
+        made = getattr(kids, f.name)
+        if made and f.name not in MIX_CHILDREN:
+            raise ValueError(f"mix_ceiling creates pods and Services only, not {f.name}")
+        out.extend((MIX_CHILDREN[f.name], dict(m)) for m in made)
+    return out
+
+
+def mix_status(
+    plugin: JobPlugin[Any], job: Any, meta: Obj, demand: Demand, now: datetime
+) -> Iterator[tuple[Sequence[str], Obj]]:
+    """The status writes the operator makes for a job it starts at ``demand.max_size``, as
+    (path, merge-patch fields), in order: the scheduler admits it (stage, size, times, decision),
+    the reconciler marks it Created with its replica counts (no pod observed yet) and start
+    time, then Running; after that, the scheduler's attained-service bookkeeping, for ever."""
+    from lattice.api.base import format_time
+    from lattice.controllers.jobstatus import put_condition, replica_statuses
+    from lattice.scheduler.core.events import Admitted
+
+    kind, ns, name = plugin.resource.kind, meta["namespace"], meta["name"]
+    words, size, t = messages_of(plugin), demand.max_size, format_time(now)
+    admitted = Admitted(size=size, min_size=demand.min_size, max_size=demand.max_size)
+    yield (
+        plugin.scheduling_path,
+        {
+            "stage": "Running",
+            "currentSize": size,
+            "submitTime": t,
+            "queuedTime": t,
+            "requeueCount": 0,
+            "attainedService": 0.0,
+            "serviceUpdatedTime": t,
+            "lastExecTime": t,
+            "lastResizeTime": t,
+            "lastDecision": admitted.message,
+        },
+    )
+    block = put_condition(
+        {},
+        type="Created",
+        status=True,
+        reason=f"{kind}Created",
+        message=words.created(ns, name),
+        now=now,
+    )
+    progress = plugin.progress(job, size=size, pods=(), others={})
+    yield plugin.exec_path, {**block, "replicaStatuses": replica_statuses(progress), "startTime": t}
+    block = put_condition(
+        block,
+        type="Running",
+        status=True,
+        reason=f"{kind}Running",
+        message=words.running(ns, name),
+        now=now,
+    )
+    yield plugin.exec_path, {"conditions": block["conditions"]}
+    for k in itertools.count(1):
+        yield plugin.scheduling_path, {"attainedService": float(size * k), "serviceUpdatedTime": t}
+
+
+def mix_events(
+    plugin: JobPlugin[Any],
+    meta: Obj,
+    demand: Demand,
+    children: list[tuple[Resource, Obj]],
+    *,
+    now: datetime,
+    n: int,
+) -> list[Obj]:
+    """``n`` events about the job, shaped as the operator's recorder posts them
+    (``lattice.runtime.events``): the scheduler's Queued and Admitted, then
+    ``SuccessfulCreate<Kind>`` per child, from the start again when ``n`` asks for more."""
+    from lattice.runtime.events import micro_time
+    from lattice.scheduler.core.events import Admitted, Queued, SchedulerEvent
+
+    scheduled: list[SchedulerEvent] = [
+        Queued(),
+        Admitted(size=demand.max_size, min_size=demand.min_size, max_size=demand.max_size),
+    ]
+    notes = [(e.type, e.reason, e.message) for e in scheduled]
+    for child_res, child in children:
+        kind, child_name = child_res.kind, child["metadata"]["name"]
+        notes.append(("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {child_name}"))
+    regarding = {
+        "apiVersion": plugin.resource.api_version,
+        "kind": plugin.resource.kind,
+        "namespace": meta["namespace"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+    }
+    stamp = int(now.timestamp() * 1e9)  # names as the recorder's: <name>.<unix nanos, hex>
+    return [
+        {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{stamp + i:x}", "namespace": meta["namespace"]},
+            "eventTime": micro_time(now),
+            "reportingController": EVENT_CONTROLLER,
+            "reportingInstance": "mix-ceiling",
+            "action": "Reconcile",
+            "reason": reason,
+            "note": note,
+            "type": type_,
+            "regarding": regarding,
+        }
+        for i, (type_, reason, note) in enumerate(itertools.islice(itertools.cycle(notes), n))
+    ]
+
+
+async def mix_ceiling(
+    client: RestClient,
+    ns: str,
+    *,
+    res: Resource,
+    make: JobFactory,
+    plugin: JobPlugin[Any],
+    ctx: OperatorContext,
+    jobs: int,
+    concurrency: int,
+    status_patches: int,
+    events: int,
+) -> Mix:
+    """The operator's write mix for ``jobs`` jobs, from a bare client with no operator logic.
+
+    Per job ``make(name)`` of ``res``, then, once created, one concurrent round of its pods and
+    Services as ``plugin.children`` builds them at the job's max size (owned by the created
+    object's uid), then ``status_patches`` merge PATCHes of its status subresource, one after
+    the other, each guarded by the resourceVersion the previous write returned (``mix_status``),
+    then ``events`` events at once (``mix_events``). Every request waits on one semaphore of
+    ``concurrency``; all jobs start at once; timed from the first request to the last response.
+    """
+    from lattice.scheduler.loop.snapshot import status_patch
+
+    gate = asyncio.Semaphore(concurrency)
+
+    async def gated(request: Awaitable[Obj]) -> Obj:
+        async with gate:
+            return await request
+
+    async def one(i: int) -> tuple[int, int]:
+        created = await gated(client.create(res, make(f"mix-{i:05d}"), namespace=ns))
+        meta = created["metadata"]
+        job = plugin.parse(created, ctx)
+        demand = plugin.demand(job, ctx)
+        children = mix_children(plugin, job, demand.max_size, ctx)
+        await asyncio.gather(*(gated(client.create(r, c, namespace=ns)) for r, c in children))
+        rv, now = meta["resourceVersion"], clock.now()
+        steps = itertools.islice(mix_status(plugin, job, meta, demand, now), status_patches)
+        for path, fields in steps:
+            body = status_patch(path, fields, resource_version=rv)
+            patched = await gated(
+                client.patch(res, meta["name"], body, namespace=ns, subresource="status")
+            )
+            rv = patched["metadata"]["resourceVersion"]
+        notes = mix_events(plugin, meta, demand, children, now=clock.now(), n=events)
+        await asyncio.gather(*(gated(client.create(EVENTS, e, namespace=ns)) for e in notes))
+        pods = sum(1 for r, _ in children if r is PODS)
+        return pods, len(children) - pods
+
+    start = clock.monotonic()
+    made = await asyncio.gather(*(one(i) for i in range(jobs)))
+    seconds = clock.monotonic() - start
+    return Mix(
+        jobs=jobs,
+        pods=sum(p for p, _ in made),
+        services=sum(s for _, s in made),
+        status_patches=jobs * status_patches,
+        events=jobs * events,
+        seconds=seconds,
+    )
+
+
 async def workload(
     client: RestClient,
     *,
@@ -571,10 +782,15 @@ def operator_breakdown(text: str) -> str:
     return "; ".join(parts)
 
 
-def report(label: str, r: dict[str, float], ceiling_pods: float) -> None:
+def report(
+    label: str, r: dict[str, float], ceiling_pods: float, mix_jobs: float | None = None
+) -> None:
+    """One operator's ``workload`` result; its pods/s as a share of the pod ceiling and, given
+    ``mix_jobs`` (``mix_ceiling``'s jobs/s), its jobs/s as a share of that."""
+    mix = "" if mix_jobs is None else f" = {r['jobs_per_s'] / mix_jobs:.0%} of mix ceiling"
     print(
         f"{label:>12}: {r['jobs_done']:.0f} jobs, all pods in {r['all_pods_s']:.1f}s "
-        f"(creates took {r['create_s']:.1f}s), {r['jobs_per_s']:.1f} jobs/s, "
+        f"(creates took {r['create_s']:.1f}s), {r['jobs_per_s']:.1f} jobs/s{mix}, "
         f"{r['pods_per_s']:.1f} pods/s = {r['pods_per_s'] / ceiling_pods:.0%} of ceiling, "
         f"p50 {r['p50']:.2f}s p99 {r['p99']:.2f}s, apiserver writes/job {r['writes_per_job']:.1f}"
         f" (operator's own {r['own_writes_per_job']:.1f}), peak RSS {r['rss_mib']:.0f} MiB, "
