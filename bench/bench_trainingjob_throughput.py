@@ -1,4 +1,4 @@
-"""TrainingJob throughput on the real local control plane, against a bare-client ceiling and
+"""TrainingJob throughput on the real local control plane, against two bare-client ceilings and
 Kubeflow training-operator's PyTorchJob (issue 9).
 
 Needs a running control plane (``make cluster-up``) with Lattice's CRDs applied. It prints
@@ -7,10 +7,19 @@ numbers; it is never a test. Steps, all in the same run, on a fresh pool of ``--
 
 1. **ceiling**: a bare asyncio client creates ``--ceiling-pods`` pods (``--concurrency`` in
    flight): pods/s (``_support.ceiling``, as in ``bench_throughput``).
-2. **lattice**: ``lattice run`` (default workers and QPS, ``--scheduling-unit cpu``,
+2. **mix ceiling** (unless ``--no-mix-ceiling``): the same client, in a namespace no operator
+   watches, makes Lattice's writes for ``--mix-jobs`` TrainingJobs (default ``min(--jobs, 300)``:
+   enough for a steady rate, few enough to keep this step short), all started at once and every
+   request under one ``--concurrency`` bound: the job, then its pods and headless Services in one
+   round as the real ``TrainingJobPlugin.children`` builds them (owned by the created job), then
+   ``--mix-status-patches`` status merge PATCHes, then ``--mix-events`` events
+   (``_support.mix_ceiling``; the defaults, 2 and 5, round what Lattice sent per job in
+   ``bench/RESULTS.md``: 2.1 and 5.1-5.3). Jobs/s and pods/s from the first request to the last
+   response: about the most an operator making these writes could reach here.
+3. **lattice**: ``lattice run`` (default workers and QPS, ``--scheduling-unit cpu``,
    ``--namespaces <ns>``, the pool's node selector from a file) and ``--jobs`` TrainingJobs
    (``breezeml.ai/v1``) of fixed size ``minSize = maxSize = --workers``.
-3. **peer**: training-operator (``--peer-bin``, default
+4. **peer**: training-operator (``--peer-bin``, default
    ``~/.cache/lattice/bin/training-operator-v1.8.1/training-operator``) with
    ``--enable-scheme=pytorchjob --namespace <its ns>``, default controller threads (1) and QPS
    (controller-runtime's 20/30); ``--jobs`` PyTorchJobs (``kubeflow.org/v1``) of 1 Master +
@@ -19,11 +28,12 @@ numbers; it is never a test. Steps, all in the same run, on a fresh pool of ``--
    when this bench installed it): Lattice serves MXJob and MPIJob with its own CRDs.
 
 Per operator (``_support.workload``, as in ``bench_throughput``): time from the first create to
-all pods seen by a watch, jobs/s, pods/s and % of the ceiling, p50/p99 latency from a job's create
-to all of its pods, API writes per job (delta of the apiserver's ``apiserver_request_total``,
-all clients, and the operator's own ``rest_client_requests_total``), peak RSS and CPU seconds;
-then the ratio lattice / peer jobs/s. The clock starts once an operator is ready: Lattice's
-``/readyz`` (every informer synced), the peer's "Starting workers" for ``pytorchjob-controller``.
+all pods seen by a watch, jobs/s and % of the mix ceiling's, pods/s and % of the ceiling,
+p50/p99 latency from a job's create to all of its pods, API writes per job (delta of the
+apiserver's ``apiserver_request_total``, all clients, and the operator's own
+``rest_client_requests_total``), peak RSS and CPU seconds; then the ratio lattice / peer jobs/s.
+The clock starts once an operator is ready: Lattice's ``/readyz`` (every informer synced), the
+peer's "Starting workers" for ``pytorchjob-controller``.
 
 Running training-operator v1.8 out of cluster (what ``cmd/training-operator.v1/main.go`` and
 ``pkg/cert`` need before any controller starts; controllers are set up only after the cert
@@ -42,7 +52,8 @@ rotator closes ``certsReady``):
 - free ports for ``--metrics-bind-address``, ``--health-probe-bind-address`` and
   ``--webhook-server-port``; ``KUBECONFIG`` in the environment.
 
-Usage: ``python bench/bench_trainingjob_throughput.py [--jobs 200] [--workers 4] [--nodes 100]``
+Usage: ``python bench/bench_trainingjob_throughput.py [--jobs 200] [--workers 4] [--nodes 100]
+[--mix-jobs N | --no-mix-ceiling]``
 """
 
 from __future__ import annotations
@@ -62,14 +73,18 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from lattice.frameworks.base import OperatorContext
+from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube.client import RestClient, connect
 from lattice.kube.errors import ApiError
 from lattice.kube.resources import CRDS, PODS, SECRETS, Resource
+from lattice.scheduler.loop.context import read_node_selector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import (
     POOL_LABEL,
     RUN,
+    Mix,
     Namespaces,
     Ready,
     ceiling,
@@ -81,6 +96,7 @@ from _support import (
     kubectl,
     lattice_cmd,
     metric_samples,
+    mix_ceiling,
     operator_breakdown,
     report,
     run_text,
@@ -89,6 +105,8 @@ from _support import (
 )
 
 PEER_VERSION = "v1.8.1"
+#: Most TrainingJobs the mix ceiling makes by default (``--mix-jobs``).
+MIX_JOBS = 300
 TRAININGJOB = Resource("breezeml.ai", "v1", "trainingjobs", "TrainingJob")
 PYTORCHJOB = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 PYTORCHJOB_CRD = "pytorchjobs.kubeflow.org"
@@ -263,12 +281,15 @@ async def force_delete_pods(client: RestClient, ns: str, concurrency: int) -> No
         await asyncio.gather(*(one(p["metadata"]["name"]) for p in listed.get("items") or []))
 
 
-def table(results: dict[str, dict[str, float]], ceil: float) -> None:
-    print("\n| operator | jobs | all pods | jobs/s | pods/s (% of ceiling) | p50 / p99 |")
+def table(results: dict[str, dict[str, float]], ceil: float, mix: Mix | None) -> None:
+    jobs = "jobs/s" if mix is None else "jobs/s (% of mix ceiling)"
+    print(f"\n| operator | jobs | all pods | {jobs} | pods/s (% of ceiling) | p50 / p99 |")
     print("|---|---|---|---|---|---|")
     for name, r in results.items():
+        share = "" if mix is None else f" ({r['jobs_per_s'] / mix.jobs_per_s:.0%})"
         print(
-            f"| {name} | {r['jobs_done']:.0f} | {r['all_pods_s']:.1f} s | {r['jobs_per_s']:.2f} "
+            f"| {name} | {r['jobs_done']:.0f} | {r['all_pods_s']:.1f} s "
+            f"| {r['jobs_per_s']:.2f}{share} "
             f"| {r['pods_per_s']:.1f} ({r['pods_per_s'] / ceil:.0%}) "
             f"| {r['p50']:.2f} / {r['p99']:.2f} s |"
         )
@@ -292,6 +313,17 @@ async def main() -> None:
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--ceiling-pods", type=int, default=1000)
+    ap.add_argument(
+        "--mix-jobs",
+        type=int,
+        default=None,
+        help=f"TrainingJobs of the mix ceiling (default: min(--jobs, {MIX_JOBS}))",
+    )
+    ap.add_argument(
+        "--mix-status-patches", type=int, default=2, help="status PATCHes per mix-ceiling job"
+    )
+    ap.add_argument("--mix-events", type=int, default=5, help="events per mix-ceiling job")
+    ap.add_argument("--no-mix-ceiling", action="store_true")
     ap.add_argument("--timeout", type=float, default=600.0)
     default_peer = Path.home() / f".cache/lattice/bin/training-operator-{PEER_VERSION}"
     ap.add_argument("--peer-bin", default=str(default_peer / "training-operator"))
@@ -308,6 +340,8 @@ async def main() -> None:
     ap.add_argument("--scheduling-unit", default="cpu")
     ap.add_argument("--operator-arg", action="append", default=[])
     a = ap.parse_args()
+    if a.mix_jobs is not None and a.mix_jobs < 1:
+        ap.error("--mix-jobs must be at least 1 (or use --no-mix-ceiling)")
 
     kubeconfig = str(RUN / "kubeconfig")
     client = await connect(kubeconfig=kubeconfig)
@@ -331,6 +365,32 @@ async def main() -> None:
         ns = await namespaces.new("bare")
         ceil = await ceiling(client, ns, n=a.ceiling_pods, concurrency=a.concurrency, pool=pool)
         print(f"     ceiling: {ceil:.1f} pods/s (bare RestClient, {a.concurrency} in flight)")
+        mix: Mix | None = None
+        if not a.no_mix_ceiling:
+            mix = await mix_ceiling(
+                client,
+                await namespaces.new("mix"),
+                res=TRAININGJOB,
+                make=lambda name: trainingjob(name, a.workers, pool),
+                plugin=TrainingJobPlugin(),
+                # as `lattice run` builds it from --scheduling-unit and --node-selector-path
+                ctx=OperatorContext(
+                    scheduling_unit=a.scheduling_unit,
+                    node_selector=read_node_selector(str(selector)),
+                ),
+                jobs=min(a.jobs, MIX_JOBS) if a.mix_jobs is None else a.mix_jobs,
+                concurrency=a.concurrency,
+                status_patches=a.mix_status_patches,
+                events=a.mix_events,
+            )
+            print(
+                f" mix ceiling: {mix.jobs_per_s:.2f} jobs/s = {mix.pods_per_s:.1f} pods/s "
+                f"(same writes per job as lattice: {mix.pods / mix.jobs:g} pods, "
+                f"{mix.services / mix.jobs:g} Services, {a.mix_status_patches} status PATCHes, "
+                f"{a.mix_events} events; {a.concurrency} in flight; "
+                f"{mix.jobs} jobs in {mix.seconds:.1f}s)"
+            )
+        mix_jobs = None if mix is None else mix.jobs_per_s
         results: dict[str, dict[str, float]] = {}
         if not a.no_lattice:
             ns = await namespaces.new("tj")
@@ -353,7 +413,7 @@ async def main() -> None:
                 metrics_url=f"http://127.0.0.1:{mport}/metrics",
                 breakdown=operator_breakdown,
             )
-            report("lattice", results["lattice"], ceil)
+            report("lattice", results["lattice"], ceil, mix_jobs)
         peer = Path(a.peer_bin)
         if a.no_peer:
             print("training-operator: skipped (--no-peer)")
@@ -401,13 +461,13 @@ async def main() -> None:
                 metrics_url=f"http://127.0.0.1:{mport}/metrics",
                 breakdown=lambda text: queue_breakdown(text, PEER_CONTROLLER),
             )
-            report("training-op", results["training-operator"], ceil)
+            report("training-op", results["training-operator"], ceil, mix_jobs)
         if "lattice" in results and "training-operator" in results:
             ratio = results["lattice"]["jobs_per_s"] / max(
                 results["training-operator"]["jobs_per_s"], 1e-9
             )
             print(f"lattice / training-operator jobs/s: {ratio:.2f}x")
-        table(results, ceil)
+        table(results, ceil, mix)
     finally:
         await namespaces.delete()
         # The pool's nodes go next, and kwok confirms no deletion of a pod whose node is gone
