@@ -472,7 +472,7 @@ def mix_status(
     """The status writes the operator makes for a job it starts at ``demand.max_size``, as
     (path, merge-patch fields), in order: the scheduler admits it (stage, size, times, decision),
     the reconciler marks it Created with its replica counts (no pod observed yet) and start
-    time, then Running; after that, the scheduler's attained-service bookkeeping, for ever."""
+    time, then Running; each further write is the scheduler's attained-service bookkeeping."""
     from lattice.api.base import format_time
     from lattice.controllers.jobstatus import put_condition, replica_statuses
     from lattice.scheduler.core.events import Admitted
