@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from lattice.clock import FakeClock
@@ -32,7 +34,7 @@ from lattice.runtime.projections import (
     pod_info,
 )
 from lattice.scheduler.core import Plan, SchedulerConfig, Strategy
-from lattice.scheduler.loop import ContextSource, SchedulerLoop
+from lattice.scheduler.loop import ContextSource, SchedulerLoop, runner
 from lattice.scheduler.loop.runner import URGENT_FOR
 from lattice.scheduler.loop.snapshot import SHOWN_POSITIONS
 from tests.support.aio import settle
@@ -72,6 +74,8 @@ class FakeKube:
         self.conflicts: set[str] = set()
         self.echo: dict[str, Informer[Obj]] = {}
         self.on_patch: Callable[[str], None] | None = None
+        #: Called with the job's name once a patch is stored, before the response returns.
+        self.on_patched: Callable[[str], None] | None = None
         #: Patches of these jobs wait until their event is set (a slow request).
         self.blocked: dict[str, asyncio.Event] = {}
         self.inflight = 0
@@ -127,6 +131,8 @@ class FakeKube:
             updated["metadata"] = {**current["metadata"], "resourceVersion": self.next_rv()}
             self.objects[key] = updated
             self.patches.append((res.kind, name, body))
+            if self.on_patched is not None:
+                self.on_patched(name)
             informer = self.echo.get(res.plural)
             if informer is not None:
                 informer.on_event("MODIFIED", copy.deepcopy(updated))
@@ -614,6 +620,60 @@ async def test_a_later_passs_urgent_write_overtakes_queued_bookkeeping() -> None
     # "run" is preempted for "high": its second write, chained behind the first, ranks with
     # high's priority too, so both go ahead of the first pass's five queued writes.
     assert h.client.names() == ["run", "high", "run"] + [f"wait{i}" for i in range(5)]
+
+
+async def test_a_write_that_lands_while_the_core_decides_is_still_chained_on_and_read_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The core runs in a thread while the event loop goes on, so a write in flight when the
+    snapshot was taken may land before the pass launches its own writes."""
+    h = Harness(echo=False)
+    h.add_nodes(1)
+    h.add_job("low", units=8, priority=0)
+    h.client.blocked["low"] = first = asyncio.Event()
+    await h.loop.run_once(wait=False)  # low's admission, in flight
+    await settle()
+    h.add_job("high", units=8, priority=10)
+    loop = asyncio.get_running_loop()
+    landed = threading.Event()
+    h.client.on_patched = lambda name: landed.set() if name == "low" else None
+    h.client.blocked["low"] = second = asyncio.Event()
+    decide = runner.schedule
+
+    def deciding(snapshot: Any, now: Any) -> Plan:
+        assert threading.current_thread() is not threading.main_thread()
+        loop.call_soon_threadsafe(first.set)  # the admission lands meanwhile
+        assert landed.wait(10), "the admission did not land while the core decided"
+        return decide(snapshot, now)
+
+    monkeypatch.setattr(runner, "schedule", deciding)
+    plan = await h.loop.run_once(wait=False)
+    assert plan["FakeJob/ns/low"].stage == "Waiting"
+    await until(lambda: h.client.names() == ["low", "high"], what="the admission, then high")
+    # The preemption is based on the version the admission produced, not on the stand-in.
+    admitted = h.client.objects[("fakejobs", "ns", "low")]
+    assert h.status("low")["stage"] == "Running"
+    # The watch delivers the admission while the preemption is still in flight: passes read
+    # the preemption back rather than re-deciding from the admitted version.
+    h.jobs["FakeJob"].on_event("MODIFIED", copy.deepcopy(admitted))
+    monkeypatch.setattr(runner, "schedule", decide)
+    assert unchanged(await h.loop.run_once(wait=False))
+    assert h.loop.writing == 1
+    second.set()
+    await until(lambda: not h.loop.writing, what="writes done")
+    assert h.client.names() == ["low", "high", "low"]
+    assert h.status("low")["stage"] == "Waiting"
+    assert h.metric("lattice_scheduler_status_writes_total", {"result": "ok"}) == 3
+    assert h.metric("lattice_scheduler_status_writes_total", {"result": "conflict"}) is None
+
+
+async def test_the_core_can_run_on_the_event_loop() -> None:
+    h = Harness(decide_in_thread=False)
+    h.add_nodes(1)
+    h.add_job("a", units=8)
+    plan = await h.loop.run_once()
+    assert plan["FakeJob/ns/a"].stage == "Running"
+    assert h.status("a")["stage"] == "Running"
 
 
 class SteppingClock(FakeClock):

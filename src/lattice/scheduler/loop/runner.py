@@ -9,6 +9,9 @@ Contract:
   ``concurrency`` at a time across passes, let in highest (reconcile) rank first. After each
   successful write the decision's events are recorded; a ``Conflict``/``NotFound`` (or any
   other failure) skips that job and schedules another pass ``retry_delay`` seconds later.
+  ``schedule`` runs in a thread of the loop's own (``decide_in_thread``): the core is pure and
+  the snapshot immutable, so the event loop serves responses, watch events and reconciles
+  while it decides, instead of stalling for about half of each pass.
 - **Passes do not wait for their writes** (:meth:`run`): a pass ends once its writes are
   started, so an arrival during a pass with many writes (a preemption round, a position round)
   waits for that pass's decisions, not for its requests. A job whose write is in flight is read
@@ -59,6 +62,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import enum
 import heapq
 import itertools
@@ -248,6 +252,9 @@ class _Entry:
     previous: Mapping[str, Any]
     #: The cached versions ``obj`` supersedes (our writes the watch has not delivered yet).
     stale: frozenset[str]
+    #: Our write in flight that ``obj`` stands for (captured before the pass decides: it may
+    #: finish while the core runs in its thread), or None.
+    prior: _Pending | None = None
 
 
 class _Gate:
@@ -337,6 +344,7 @@ class SchedulerLoop:
         resync_period: float | None = 300.0,
         pins: Informer[Obj] | None = None,
         pass_gap: float = 1.0,
+        decide_in_thread: bool = True,
     ) -> None:
         missing = [kind for kind in plugins if kind not in jobs]
         if missing:
@@ -360,6 +368,8 @@ class SchedulerLoop:
         self._config = config
         self._gate = _Gate(concurrency)
         self._pass_gap = pass_gap
+        self._decide_in_thread = decide_in_thread
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._requeue_delay = timedelta(seconds=requeue_write_delay)
         self._position_interval = timedelta(seconds=position_interval)
         #: When position-only changes were last written (a round), or None.
@@ -506,6 +516,9 @@ class SchedulerLoop:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
 
     def _timeout(self) -> float | None:
         """Seconds until the earliest timer (plan wakeup, retry, resync); None: no timer."""
@@ -547,23 +560,24 @@ class SchedulerLoop:
 
     # --- one pass ------------------------------------------------------------------------------
 
-    def _current(self, plan_key: str, cached: Obj) -> tuple[Obj, frozenset[str]]:
+    def _current(self, plan_key: str, cached: Obj) -> tuple[Obj, frozenset[str], _Pending | None]:
         """Our last write of the object (in flight, or done) while the cache still shows an
         older version of ours.
 
-        Returns the object to use and the versions it supersedes.
+        Returns the object to use, the versions it supersedes and the write in flight it
+        stands for (or None).
         """
         rv = _rv(cached)
         pending = self._pending.get(plan_key)
         if pending is not None and rv in pending.stale:
-            return pending.obj, frozenset(pending.stale)
+            return pending.obj, frozenset(pending.stale), pending
         written = self._written.get(plan_key)
         if written is not None:
             stale, patched = written
             if rv in stale:
-                return patched, stale
+                return patched, stale, None
             del self._written[plan_key]
-        return cached, frozenset((rv,))
+        return cached, frozenset((rv,)), None
 
     def _collect(
         self, ctx: OperatorContext, stages: Counter[tuple[str, str]]
@@ -578,7 +592,7 @@ class SchedulerLoop:
             # Once per kind: a runtime-checkable Protocol's isinstance is slow (12 % of a pass).
             pins = isinstance(plugin, PinsInputs)
             for store_key, cached in informer.store.items():
-                obj, stale = self._current(f"{kind}/{store_key}", cached)
+                obj, stale, prior = self._current(f"{kind}/{store_key}", cached)
                 pinned = self._pinned(plugin, obj, split_key(store_key)[0]) if pins else None
                 view, previous = self._views.view(
                     (kind, store_key),
@@ -595,7 +609,9 @@ class SchedulerLoop:
                     stage = previous.get("stage")
                     stages[kind, _stage_label(stage if isinstance(stage, str) else "")] += 1
                     continue
-                entries[view.key] = _Entry(kind, plugin, resource, obj, view, previous, stale)
+                entries[view.key] = _Entry(
+                    kind, plugin, resource, obj, view, previous, stale, prior
+                )
         for key in [k for k in self._written if k not in entries]:
             del self._written[key]
         self._views.end()
@@ -658,7 +674,7 @@ class SchedulerLoop:
         snapshot = Snapshot(
             nodes=nodes, jobs=tuple(e.view for e in entries.values()), config=self._config
         )
-        plan = schedule(snapshot, now)
+        plan = await self._decide(snapshot, now)
         self._note_urgent(plan, entries)
         flushes: list[datetime] = []
         needs = {key: self._needs_write(plan, e, now, flushes) for key, e in entries.items()}
@@ -711,6 +727,23 @@ class SchedulerLoop:
         )
         return plan
 
+    async def _decide(self, snapshot: Snapshot, now: datetime) -> Plan:
+        """``schedule(snapshot, now)``, in the loop's own thread when ``decide_in_thread``.
+
+        The core is pure and the snapshot immutable, so it may run while the event loop goes
+        on: meanwhile responses, watch events and reconciles proceed (the GIL hands the loop a
+        turn every few milliseconds) instead of waiting for the whole decision, about half of
+        a pass. Nothing the core reads changes meanwhile; what the loop changes (writes in
+        flight finishing) is reconciled by ``_launch``."""
+        if not self._decide_in_thread:
+            return schedule(snapshot, now)
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="lattice-schedule"
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, schedule, snapshot, now)
+
     def _note_urgent(self, plan: Plan, entries: Mapping[str, _Entry]) -> None:
         """Remember the jobs ``plan`` shrinks for ``URGENT_FOR`` seconds; forget expired ones
         and the ones it grows again."""
@@ -732,9 +765,12 @@ class SchedulerLoop:
         one produced, only if that one succeeded."""
         key = entry.view.key
         fields = status_fields(decision, view=entry.view, previous=entry.previous, now=now)
-        prior = self._pending.get(key)
-        if prior is not None and prior.obj is not entry.obj:
-            prior = None  # the cache shows someone else's version: that write will conflict
+        # The write ``entry.obj`` stands for, as the snapshot saw it: it may have finished
+        # while the core ran, and left ``_pending`` (then the version it produced is stale too).
+        prior = entry.prior
+        stale = set(entry.stale)
+        if prior is not None and prior.written is not None:
+            stale.add(prior.written)
         pending = _Pending(
             obj=with_status(
                 entry.obj,
@@ -742,7 +778,7 @@ class SchedulerLoop:
                 fields,
                 version=f"lattice-pending-{next(self._versions)}",
             ),
-            stale=set(entry.stale),
+            stale=stale,
         )
         rank = self._rank(key, entry.view.priority)
         task = asyncio.create_task(
