@@ -1,5 +1,6 @@
 """A whole scheduler pass in process (``SchedulerLoop.run_once``), under CPython's default GC
-thresholds and under the ones ``lattice run`` sets (``lattice.cli.GC_THRESHOLDS``).
+thresholds and under the ones ``lattice run`` sets (``lattice.cli.GC_THRESHOLDS``), and with the
+pure core run on the event loop against in its own thread (``SchedulerLoop.decide_in_thread``).
 
 Not a pytest test. Run: ``.venv/bin/python bench/bench_scheduler_pass.py [--jobs N] [--pods N]
 [--passes N]``.
@@ -8,9 +9,11 @@ It builds the real operator (informers, stores, plugins, the scheduler loop) on 
 API server of ``bench_scheduler_load``'s memory section. It fills the operator with ``--jobs``
 TrainingJobs and ``--pods`` pods, runs two passes to settle, then times ``--passes`` passes.
 Each mode runs in a child process of its own, so neither inherits the other's heap. For each
-mode it prints pass p50/p95/max and the time the cyclic collector took during the timed passes
-(from ``gc.callbacks``). Then it prints the ratio of the raised thresholds to the default,
-measured in the same run.
+mode it prints pass p50/p95/max, the time the cyclic collector took during the timed passes
+(from ``gc.callbacks``), and how long the event loop stalled meanwhile: a ticker task sleeps
+1 ms over and over during the passes and records how late each wake-up was (what a response
+or a watch event arriving mid-pass waits). Then it prints the ratios of the raised thresholds
+to the default, and of the core in its thread to the core on the loop, measured in the same run.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ import bench_scheduler_load as load
 from lattice.cli import GC_THRESHOLDS
 
 DEFAULT_THRESHOLDS = (700, 10, 10)
+#: The ticker's sleep: its wake-ups come this late when the event loop is busy.
+TICK = 0.001
 
 
-async def child(jobs: int, pods: int, passes: int) -> dict[str, Any]:
+async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[str, Any]:
     from prometheus_client import CollectorRegistry
 
     from lattice.app import Operator
@@ -73,13 +78,28 @@ async def child(jobs: int, pods: int, passes: int) -> dict[str, Any]:
         elif started:
             spent.append(time.perf_counter() - started.pop())
 
+    lags: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(TICK)
+            lags.append(time.perf_counter() - t - TICK)
+
+    op.scheduler.decide_in_thread = in_thread
     gc.callbacks.append(on_gc)
+    ticking = asyncio.create_task(ticker())
     times: list[float] = []
     for _ in range(passes):
         t = time.perf_counter()
         await op.scheduler.run_once()
         times.append(time.perf_counter() - t)
+        # A pass with nothing to write never yields: let the ticker wake (and log the stall)
+        # before the next pass starts.
+        await asyncio.sleep(2 * TICK)
+    ticking.cancel()
     gc.callbacks.remove(on_gc)
+    lags.sort()
     await op.recorder.stop(timeout=1.0)
     await op.informers.stop()
     times.sort()
@@ -92,11 +112,18 @@ async def child(jobs: int, pods: int, passes: int) -> dict[str, Any]:
         "gc_s": sum(spent),
         "gc_max": max(spent, default=0.0),
         "collections": len(spent),
+        "lag_p50": statistics.median(lags) if lags else 0.0,
+        "lag_p99": lags[min(len(lags) - 1, int(0.99 * len(lags)))] if lags else 0.0,
+        "lag_max": lags[-1] if lags else 0.0,
+        "ticks": len(lags),
     }
 
 
-def run_mode(thresholds: tuple[int, int, int], a: argparse.Namespace) -> dict[str, Any]:
+def run_mode(
+    thresholds: tuple[int, int, int], a: argparse.Namespace, *, in_thread: bool = True
+) -> dict[str, Any]:
     argv = [sys.executable, __file__, "--child", ",".join(map(str, thresholds))]
+    argv += ["--core", "thread" if in_thread else "loop"]
     argv += ["--jobs", str(a.jobs), "--pods", str(a.pods), "--passes", str(a.passes)]
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
@@ -109,26 +136,37 @@ def main() -> int:
     p.add_argument("--pods", type=int, default=1000)
     p.add_argument("--passes", type=int, default=30)
     p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--core", choices=["thread", "loop"], default="thread", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
         gc.set_threshold(*(int(x) for x in a.child.split(",")))
-        print(json.dumps(asyncio.run(child(a.jobs, a.pods, a.passes))))
+        result = child(a.jobs, a.pods, a.passes, in_thread=a.core == "thread")
+        print(json.dumps(asyncio.run(result)))
         return 0
     load.print_setup(f"{a.jobs} TrainingJobs, {a.pods} pods, {a.passes} timed passes per mode")
     rows = {
-        "default GC (700, 10, 10)": run_mode(DEFAULT_THRESHOLDS, a),
-        f"lattice run GC {GC_THRESHOLDS}": run_mode(GC_THRESHOLDS, a),
+        "default GC, core in thread": run_mode(DEFAULT_THRESHOLDS, a),
+        "raised GC, core in thread": run_mode(GC_THRESHOLDS, a),
+        "raised GC, core on loop": run_mode(GC_THRESHOLDS, a, in_thread=False),
     }
+    print(f"raised GC: lattice run's {GC_THRESHOLDS}; default: {DEFAULT_THRESHOLDS}")
     for name, r in rows.items():
         print(
-            f"{name:>32}: jobs {r['jobs']}, pods {r['pods']}; pass p50 {r['p50']:.3f} s, "
+            f"{name:>27}: jobs {r['jobs']}, pods {r['pods']}; pass p50 {r['p50']:.3f} s, "
             f"p95 {r['p95']:.3f} s, max {r['max']:.3f} s; GC {r['collections']} collections, "
-            f"{r['gc_s']:.2f} s in total, longest {r['gc_max']:.3f} s"
+            f"{r['gc_s']:.2f} s in total, longest {r['gc_max']:.3f} s; loop stalls "
+            f"p50 {r['lag_p50'] * 1e3:.1f} ms, p99 {r['lag_p99'] * 1e3:.1f} ms, "
+            f"max {r['lag_max'] * 1e3:.1f} ms over {r['ticks']} ticks"
         )
-    base, tuned = rows.values()
+    base, tuned, on_loop = rows.values()
     print(
-        f"ratio raised/default: p50 {tuned['p50'] / base['p50']:.2f}x, "
+        f"ratio raised/default GC: p50 {tuned['p50'] / base['p50']:.2f}x, "
         f"p95 {tuned['p95'] / base['p95']:.2f}x, max {tuned['max'] / base['max']:.2f}x"
+    )
+    print(
+        f"ratio core in thread / on loop: pass p50 {tuned['p50'] / on_loop['p50']:.2f}x; "
+        f"loop stalls p99 {tuned['lag_p99'] / on_loop['lag_p99']:.2f}x, "
+        f"max {tuned['lag_max'] / on_loop['lag_max']:.2f}x"
     )
     return 0
 

@@ -368,7 +368,8 @@ class SchedulerLoop:
         self._config = config
         self._gate = _Gate(concurrency)
         self._pass_gap = pass_gap
-        self._decide_in_thread = decide_in_thread
+        #: Run ``schedule`` in the loop's own thread (see :meth:`_decide`); False: on the loop.
+        self.decide_in_thread = decide_in_thread
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._requeue_delay = timedelta(seconds=requeue_write_delay)
         self._position_interval = timedelta(seconds=position_interval)
@@ -735,7 +736,7 @@ class SchedulerLoop:
         turn every few milliseconds) instead of waiting for the whole decision, about half of
         a pass. Nothing the core reads changes meanwhile; what the loop changes (writes in
         flight finishing) is reconciled by ``_launch``."""
-        if not self._decide_in_thread:
+        if not self.decide_in_thread:
             return schedule(snapshot, now)
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
