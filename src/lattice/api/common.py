@@ -235,7 +235,7 @@ class SchedulingStatus(K8sModel):
     cooldown_time: Time | None = None
     """Until when a requeued job stays in RequeueCooldown."""
     queue_position: int | None = Field(None, ge=0)
-    """1-based position of a waiting job, in scheduling order, for the first 100; else unset."""
+    """1-based position of a waiting job, in scheduling order, for the first 10; else unset."""
     requeue_count: int | None = Field(None, ge=0)
     """How many times the job was requeued after its pods stayed pending."""
     attained_service: float | None = Field(None, ge=0)

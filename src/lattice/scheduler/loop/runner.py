@@ -22,7 +22,7 @@ Contract:
   the reconcilers keep the rest.
 - **What is written**: a job is patched when its decision changed persisted state other than
   accounting (``plan.changed(key, include_accounting=False)``), or when the persisted
-  ``queuePosition`` differs from the one to show (``snapshot.shown_position``: the first 100
+  ``queuePosition`` differs from the one to show (``snapshot.shown_position``: the first 10
   waiting jobs). Position-only changes are written in rounds at most every
   ``position_interval`` (10 s, as Kueue refreshed its pending-workload positions every few
   seconds), from a pass the loop wakes for, so a queue that moves on every pass costs one
