@@ -106,7 +106,10 @@ class Operator:
         *,
         clock: Clock | None = None,
         registry: CollectorRegistry | None = None,
+        events_client: KubeClient | None = None,
     ) -> None:
+        """``events_client`` posts the Events (default: ``client``); ``lattice run`` gives it a
+        rate limiter of its own, as client-go's event broadcaster has its own clientset."""
         self.settings = settings
         self.client = client
         self.clock = clock or RealClock()
@@ -172,7 +175,7 @@ class Operator:
             for res in (CONFIGMAPS, SECRETS, BATCH_JOBS)
         }
         self.recorder = EventRecorder(
-            client,
+            events_client if events_client is not None else client,
             clock=self.clock,
             controller="lattice.breezeml.ai/operator",
             instance=settings.pod_name or socket.gethostname(),
@@ -370,6 +373,10 @@ async def run(settings: Settings) -> int:
             if metrics_holder:
                 metrics_holder[0].observe(verb=verb, resource=resource, code=code, seconds=seconds)
 
+        def throttled(self, *, verb: str, seconds: float) -> None:
+            if metrics_holder:
+                metrics_holder[0].throttled(verb=verb, seconds=seconds)
+
     client = await connect(
         kubeconfig=settings.kubeconfig,
         context=settings.context,
@@ -380,7 +387,7 @@ async def run(settings: Settings) -> int:
         clock=clock,
         observer=_Observer(),
     )
-    op = Operator(settings, client, clock=clock)
+    op = Operator(settings, client, clock=clock, events_client=client.with_own_limit())
     metrics_holder.append(op.metrics)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

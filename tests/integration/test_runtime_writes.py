@@ -53,6 +53,9 @@ class Requests:
         del seconds
         self.seen.append((verb, resource, code))
 
+    def throttled(self, *, verb: str, seconds: float) -> None:
+        del verb, seconds
+
     def since(self, mark: int) -> list[tuple[str, str, int]]:
         return self.seen[mark:]
 

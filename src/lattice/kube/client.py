@@ -53,6 +53,10 @@ class WatchEvent:
 class RequestObserver(Protocol):
     def observe(self, *, verb: str, resource: str, code: int, seconds: float) -> None: ...
 
+    def throttled(self, *, verb: str, seconds: float) -> None:
+        """A request waited ``seconds`` for the client-side rate limiter (0 when it did not)."""
+        ...
+
 
 class KubeClient(Protocol):
     """What the rest of the operator may ask of the API server."""
@@ -125,19 +129,23 @@ class _TokenBucket:
     """Client-side pacing like client-go's flowcontrol: ``qps`` tokens a second, ``burst`` deep."""
 
     def __init__(self, *, qps: float, burst: int, clock: Clock) -> None:
-        self._qps = qps
-        self._burst = float(max(1, burst))
+        self.qps = self._qps = qps
+        self.burst = self._burst = float(max(1, burst))
         self._tokens = self._burst
         self._clock = clock
         self._last = clock.monotonic()
 
-    async def take(self) -> None:
+    async def take(self) -> float:
+        """Take a token, waiting for it if the bucket is empty; returns the seconds waited."""
         now = self._clock.monotonic()
         self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
         self._last = now
         self._tokens -= 1.0
         if self._tokens < 0:
-            await self._clock.sleep(-self._tokens / self._qps)
+            wait = -self._tokens / self._qps
+            await self._clock.sleep(wait)
+            return wait
+        return 0.0
 
 
 class RestClient:
@@ -163,6 +171,21 @@ class RestClient:
     def host(self) -> str:
         return str(self._api.configuration.host)
 
+    def with_own_limit(self) -> RestClient:
+        """The same connection pool and observer behind a rate limiter of its own (same qps and
+        burst), as client-go gives the event broadcaster a clientset of its own: a burst of one
+        kind of request (events) then never delays the others (reconcile and scheduler writes).
+        """
+        other = RestClient.__new__(RestClient)
+        other._api, other._clock, other._observer = self._api, self._clock, self._observer
+        bucket = self._bucket
+        other._bucket = (
+            None
+            if bucket is None
+            else _TokenBucket(qps=bucket.qps, burst=int(bucket.burst), clock=self._clock)
+        )
+        return other
+
     async def _request(
         self,
         verb: str,
@@ -176,7 +199,9 @@ class RestClient:
         http_timeout: aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
         if self._bucket is not None:
-            await self._bucket.take()
+            waited = await self._bucket.take()
+            if self._observer is not None:
+                self._observer.throttled(verb=verb, seconds=waited)
         start = self._clock.monotonic()
         headers = {"Accept": "application/json", "Content-Type": content_type}
         try:

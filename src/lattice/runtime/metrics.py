@@ -161,6 +161,13 @@ class Metrics:
             buckets=_RECONCILE_BUCKETS,
             registry=r,
         )
+        self.rest_throttle = Histogram(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds. Broken down by verb.",
+            ["verb"],
+            buckets=_RECONCILE_BUCKETS,
+            registry=r,
+        )
         self.leader = Gauge(
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
@@ -301,3 +308,7 @@ class Metrics:
         }.get(verb, verb)
         self.rest_requests.labels(str(code or "<error>"), method, "").inc()
         self.rest_latency.labels(verb, resource).observe(seconds)
+
+    def throttled(self, *, verb: str, seconds: float) -> None:
+        """The kube client's rate-limiter wait (client-go's rate limiter latency)."""
+        self.rest_throttle.labels(verb).observe(seconds)
