@@ -1293,6 +1293,8 @@ def parse_metrics(text: str) -> dict[str, Any]:
         "writes": collections.Counter(),
         "lat_sum": collections.Counter(),
         "lat_count": collections.Counter(),
+        "throttle_sum": collections.Counter(),
+        "throttle_count": collections.Counter(),
     }
     for s in metric_samples(text):
         n, lab = s.name, s.labels
@@ -1322,6 +1324,10 @@ def parse_metrics(text: str) -> dict[str, Any]:
             out["lat_sum"][f"{lab['verb']} {lab['resource']}"] += s.value
         elif n == "rest_client_request_duration_seconds_count":
             out["lat_count"][f"{lab['verb']} {lab['resource']}"] += s.value
+        elif n == "rest_client_rate_limiter_duration_seconds_sum":
+            out["throttle_sum"][lab["verb"]] += s.value
+        elif n == "rest_client_rate_limiter_duration_seconds_count":
+            out["throttle_count"][lab["verb"]] += s.value
     return out
 
 
@@ -1794,6 +1800,16 @@ def report(
             ds = m1["lat_sum"][k] - m0["lat_sum"].get(k, 0)
             lat.append(f"{k} {dc:.0f} x {ds / dc * 1000:.0f} ms")
     print(f"  operator request latency (count x mean): {', '.join(sorted(lat))}")
+    waits = []
+    for k, c in m1["throttle_count"].items():
+        dc = c - m0["throttle_count"].get(k, 0)
+        if dc >= 10:
+            ds = m1["throttle_sum"][k] - m0["throttle_sum"].get(k, 0)
+            waits.append(f"{k} {dc:.0f} x {ds / dc * 1000:.1f} ms")
+    print(
+        f"  operator client-side rate-limiter wait (count x mean; events have their own): "
+        f"{', '.join(sorted(waits)) or 'none (no limiter)'}"
+    )
     srv = [
         f"{k} {c:.0f} x {t / c * 1000:.0f} ms"
         for k, (c, t) in sorted(api.items(), key=lambda kv: -kv[1][0])
