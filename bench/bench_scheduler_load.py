@@ -1331,6 +1331,18 @@ def parse_metrics(text: str) -> dict[str, Any]:
     return out
 
 
+def count_x_mean(m0: dict[str, Any], m1: dict[str, Any], prefix: str, *, digits: int) -> list[str]:
+    """``"<label> <count> x <mean> ms"`` for each label of the ``<prefix>_count`` /
+    ``<prefix>_sum`` counters that grew by 10 or more from ``m0`` to ``m1``, sorted."""
+    out = []
+    for k, c in m1[f"{prefix}_count"].items():
+        dc = c - m0[f"{prefix}_count"].get(k, 0)
+        if dc >= 10:
+            ds = m1[f"{prefix}_sum"][k] - m0[f"{prefix}_sum"].get(k, 0)
+            out.append(f"{k} {dc:.0f} x {ds / dc * 1000:.{digits}f} ms")
+    return sorted(out)
+
+
 def hist_quantile(q: float, buckets: dict[float, float]) -> float:
     """Prometheus histogram_quantile over cumulative ``{le: count}``."""
     items = sorted(buckets.items())
@@ -1793,22 +1805,12 @@ def report(
         f" mean reconcile {ws / wn if wn else float('nan'):.3f}s, {ws:.0f} worker-seconds in "
         f"{t1 - t0:.0f}s"
     )
-    lat = []
-    for k, c in m1["lat_count"].items():
-        dc = c - m0["lat_count"].get(k, 0)
-        if dc >= 10:
-            ds = m1["lat_sum"][k] - m0["lat_sum"].get(k, 0)
-            lat.append(f"{k} {dc:.0f} x {ds / dc * 1000:.0f} ms")
-    print(f"  operator request latency (count x mean): {', '.join(sorted(lat))}")
-    waits = []
-    for k, c in m1["throttle_count"].items():
-        dc = c - m0["throttle_count"].get(k, 0)
-        if dc >= 10:
-            ds = m1["throttle_sum"][k] - m0["throttle_sum"].get(k, 0)
-            waits.append(f"{k} {dc:.0f} x {ds / dc * 1000:.1f} ms")
+    lat = count_x_mean(m0, m1, "lat", digits=0)
+    print(f"  operator request latency (count x mean): {', '.join(lat)}")
+    waits = count_x_mean(m0, m1, "throttle", digits=1)
     print(
         f"  operator client-side rate-limiter wait (count x mean; events have their own): "
-        f"{', '.join(sorted(waits)) or 'none (no limiter)'}"
+        f"{', '.join(waits) or 'none (no limiter)'}"
     )
     srv = [
         f"{k} {c:.0f} x {t / c * 1000:.0f} ms"
