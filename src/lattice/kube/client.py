@@ -129,20 +129,20 @@ class _TokenBucket:
     """Client-side pacing like client-go's flowcontrol: ``qps`` tokens a second, ``burst`` deep."""
 
     def __init__(self, *, qps: float, burst: int, clock: Clock) -> None:
-        self.qps = self._qps = qps
-        self.burst = self._burst = float(max(1, burst))
-        self._tokens = self._burst
+        self.qps = qps
+        self.burst = max(1, burst)
+        self._tokens = float(self.burst)
         self._clock = clock
         self._last = clock.monotonic()
 
     async def take(self) -> float:
         """Take a token, waiting for it if the bucket is empty; returns the seconds waited."""
         now = self._clock.monotonic()
-        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+        self._tokens = min(self.burst, self._tokens + (now - self._last) * self.qps)
         self._last = now
         self._tokens -= 1.0
         if self._tokens < 0:
-            wait = -self._tokens / self._qps
+            wait = -self._tokens / self.qps
             await self._clock.sleep(wait)
             return wait
         return 0.0
@@ -182,7 +182,7 @@ class RestClient:
         other._bucket = (
             None
             if bucket is None
-            else _TokenBucket(qps=bucket.qps, burst=int(bucket.burst), clock=self._clock)
+            else _TokenBucket(qps=bucket.qps, burst=bucket.burst, clock=self._clock)
         )
         return other
 
