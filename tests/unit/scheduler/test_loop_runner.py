@@ -714,33 +714,6 @@ async def test_the_next_pass_waits_pass_gap_times_the_last_pass() -> None:
         assert h.loop.passes == 2
 
 
-async def test_the_gap_leaves_out_the_decision_made_off_the_loop(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """While the core decides in its thread the event loop is free: only the rest of the pass
-    (here parsing, 2 s) counts towards the gap, not the decision (here 5 s)."""
-    clock = SteppingClock()
-    decide = runner.schedule
-
-    def slow(snapshot: Any, now: Any) -> Plan:
-        clock.spent += 5.0
-        return decide(snapshot, now)
-
-    monkeypatch.setattr(runner, "schedule", slow)
-    h = Harness(clock=clock, plugins=[SlowPlugin(clock, 2.0)], pass_gap=1.0)
-    h.add_nodes(1)
-    h.add_job("a")
-    async with running(h.loop.run):
-        await parked(h, 1)
-        h.add_nodes(2)
-        await settle()
-        assert h.clock.sleepers == 1  # held for 2 s, not 7
-        await h.clock.advance(1.9)
-        assert h.loop.passes == 1
-        await h.clock.advance(0.1)
-        await parked(h, 2)
-
-
 # --------------------------------------------------------------------------- restart
 
 

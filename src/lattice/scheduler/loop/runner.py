@@ -17,9 +17,8 @@ Contract:
   waits for that pass's decisions, not for its requests. A job whose write is in flight is read
   as written (see read-your-writes); if a later pass changes it again, that write is chained
   behind the one in flight and based on the version it produced, and dropped if that one
-  failed. The next pass starts no sooner than ``pass_gap`` times the time the last pass held
-  the event loop after it (its duration less the decision, when that ran in its thread), so
-  passes take at most ``1 / (1 + pass_gap)`` of the event loop (half by default) and
+  failed. The next pass starts no sooner than ``pass_gap`` times the last pass's duration after
+  it, so passes take at most ``1 / (1 + pass_gap)`` of the event loop (half by default) and
   the reconcilers keep the rest.
 - **What is written**: a job is patched when its decision changed persisted state other than
   accounting (``plan.changed(key, include_accounting=False)``), or when the persisted
@@ -676,10 +675,7 @@ class SchedulerLoop:
         snapshot = Snapshot(
             nodes=nodes, jobs=tuple(e.view for e in entries.values()), config=self._config
         )
-        deciding = self._clock.monotonic()
         plan = await self._decide(snapshot, now)
-        # The loop was free while the core ran in its thread: only the rest counts for the gap.
-        off_loop = self._clock.monotonic() - deciding if self.decide_in_thread else 0.0
         self._note_urgent(plan, entries)
         flushes: list[datetime] = []
         needs = {key: self._needs_write(plan, e, now, flushes) for key, e in entries.items()}
@@ -715,7 +711,7 @@ class SchedulerLoop:
         self.passes += 1
         self.last_plan = plan
         decided = self._clock.monotonic()
-        self._hold_until = decided + (decided - started - off_loop) * self._pass_gap
+        self._hold_until = decided + (decided - started) * self._pass_gap
         failed = 0
         if wait and tasks:
             failed = sum(1 for ok in await asyncio.gather(*tasks) if not ok)
