@@ -530,7 +530,7 @@ def mix_events(
     """``n`` events about the job, shaped as the operator's recorder posts them
     (``lattice.runtime.events``): the scheduler's Queued and Admitted, then
     ``SuccessfulCreate<Kind>`` per child, from the start again when ``n`` asks for more."""
-    from lattice.runtime.events import micro_time
+    from lattice.runtime.events import ObjectRef, event_body
     from lattice.scheduler.core.events import Admitted, Queued, SchedulerEvent
 
     scheduled: list[SchedulerEvent] = [
@@ -541,30 +541,24 @@ def mix_events(
     for child_res, child in children:
         kind, child_name = child_res.kind, child["metadata"]["name"]
         notes.append(("Normal", f"SuccessfulCreate{kind}", f"Created {kind.lower()}: {child_name}"))
-    regarding = {
-        "apiVersion": plugin.resource.api_version,
-        "kind": plugin.resource.kind,
-        "namespace": meta["namespace"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-    }
+    res = plugin.resource
+    regarding = ObjectRef(res.api_version, res.kind, meta["namespace"], meta["name"], meta["uid"])
     stamp = int(now.timestamp() * 1e9)  # names as the recorder's: <name>.<unix nanos, hex>
-    return [
-        {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"name": f"{meta['name']}.{stamp + i:x}", "namespace": meta["namespace"]},
-            "eventTime": micro_time(now),
-            "reportingController": EVENT_CONTROLLER,
-            "reportingInstance": "mix-ceiling",
-            "action": "Reconcile",
-            "reason": reason,
-            "note": note,
-            "type": type_,
-            "regarding": regarding,
-        }
-        for i, (type_, reason, note) in enumerate(itertools.islice(itertools.cycle(notes), n))
-    ]
+    out = []
+    for i, (type_, reason, note) in enumerate(itertools.islice(itertools.cycle(notes), n)):
+        body = event_body(
+            regarding,
+            type=type_,
+            reason=reason,
+            note=note,
+            action="Reconcile",
+            at=now,
+            controller=EVENT_CONTROLLER,
+            instance="mix-ceiling",
+        )
+        body["metadata"]["name"] = f"{meta['name']}.{stamp + i:x}"
+        out.append(body)
+    return out
 
 
 async def mix_ceiling(

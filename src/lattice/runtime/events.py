@@ -32,7 +32,7 @@ from lattice.clock import Clock
 from lattice.kube import AlreadyExists, ApiError, KubeClient, NotFound
 from lattice.kube.resources import EVENTS
 
-__all__ = ["EventRecorder", "ObjectRef", "micro_time"]
+__all__ = ["EventRecorder", "ObjectRef", "event_body", "micro_time"]
 
 log = structlog.get_logger(__name__)
 _MAX_NOTE = 1024  # bytes: NoteLengthLimit, checked with Go's len() on the UTF-8 string
@@ -76,6 +76,33 @@ class ObjectRef:
             "name": self.name,
             "uid": self.uid,
         }
+
+
+def event_body(
+    regarding: ObjectRef,
+    *,
+    type: str,
+    reason: str,
+    note: str,
+    action: str,
+    at: datetime,
+    controller: str,
+    instance: str,
+) -> dict[str, Any]:
+    """The ``events.k8s.io/v1`` Event the recorder posts, without its name."""
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"namespace": regarding.namespace},
+        "eventTime": micro_time(at),
+        "reportingController": controller,
+        "reportingInstance": instance,
+        "action": action,
+        "reason": reason,
+        "note": note,
+        "type": type,
+        "regarding": regarding.as_dict(),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,19 +237,17 @@ class EventRecorder:
         return base + suffix
 
     async def _create(self, item: _Pending, namespace: str) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {"namespace": namespace},
-            "eventTime": micro_time(item.at),
-            "reportingController": self._controller,
-            "reportingInstance": self._instance,
-            "action": item.action,
-            "reason": item.reason,
-            "note": item.note,
-            "type": item.type,
-            "regarding": item.regarding.as_dict(),
-        }
+        body = event_body(
+            item.regarding,
+            type=item.type,
+            reason=item.reason,
+            note=item.note,
+            action=item.action,
+            at=item.at,
+            controller=self._controller,
+            instance=self._instance,
+        )
+        body["metadata"]["namespace"] = namespace
         for attempt in range(_NAME_ATTEMPTS):
             body["metadata"]["name"] = self._event_name(item)
             try:

@@ -87,7 +87,7 @@ __all__ = [
 #: How many waiting jobs get a persisted ``queuePosition``: the head of the queue, as Kueue's
 #: ClusterQueue status listed its first ``maxCount`` (default 10) pending workloads. Each shown
 #: position costs a status write whenever it moves: with 100 shown, a busy queue (the
-#: scheduler-heavy bench) spent ~2,500 of its ~8,600 scheduler writes on positions alone.
+#: scheduler-heavy bench) spent ~2,150 of its ~8,600 scheduler writes on positions alone.
 SHOWN_POSITIONS = 10
 BLOCKING_TAINT_EFFECTS: frozenset[str] = frozenset({"NoSchedule", "NoExecute"})
 FINISHED_STAGES: frozenset[str] = frozenset({Stage.COMPLETED, Stage.WRONG, "Cancelled"})
