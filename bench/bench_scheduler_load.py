@@ -1416,6 +1416,7 @@ def summarize(
     end: float | None = None,
 ) -> dict[str, Any]:
     admitted: list[float] = []
+    after: list[float] = []
     to_min: list[float] = []
     to_all: list[float] = []
     to_bound: list[float] = []
@@ -1437,6 +1438,7 @@ def summarize(
             alls = [world.pod_first.get(f"{name}-worker-{i}") for i in range(g[1])]
             if all(f is not None for f in alls):
                 to_all.append(max(f for f in alls if f is not None) - t0)
+                after.append(max(f for f in alls if f is not None) - g[0])
                 done = True
         if g is not None and not done:
             waited.append((end if end is not None else clock.monotonic()) - t0)
@@ -1444,6 +1446,7 @@ def summarize(
     return {
         "n": n,
         "admitted": admitted,
+        "after": after,
         "min": to_min,
         "all": to_all,
         "bound": to_bound,
@@ -1842,6 +1845,7 @@ def report(
             ("admitted (status)", "admitted"),
             ("minSize pods", "min"),
             ("all first-grant pods", "all"),
+            ("admitted -> all pods", "after"),
             ("minSize pods on nodes", "bound"),
         ):
             v = r[key]
