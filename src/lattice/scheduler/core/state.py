@@ -96,6 +96,8 @@ _NAMES = (
     "service_updated_at",
 )
 _UNCHANGED: frozenset[str] = frozenset()
+if Decision._fields[1:11] != _NAMES:  # pragma: no cover - guards the positional build below
+    raise ImportError("Decision's persisted fields must follow _NAMES, in order")
 
 
 def to_decision(state: JobState) -> Decision:
@@ -128,20 +130,6 @@ def to_decision(state: JobState) -> Decision:
     changed = _UNCHANGED
     if new != old:
         changed = frozenset(name for name, a, b in zip(_NAMES, new, old, strict=True) if a != b)
-    return Decision(
-        key=v.key,
-        stage=state.stage,
-        size=state.size,
-        submit_time=state.submit,
-        queued_time=state.queued,
-        requeue_time=state.requeue,
-        cooldown_time=state.cooldown,
-        requeue_count=state.count,
-        last_resize_time=state.last_resize,
-        attained_service=state.attained,
-        service_updated_at=state.updated,
-        queue_position=state.position,
-        reason=state.reason,
-        events=tuple(state.events),
-        changed_fields=changed,
-    )
+    # Positionally (``_NAMES`` are the fields after ``key``, in order): keywords cost 2.9 us a
+    # decision against 0.7, and a pass builds one per job.
+    return Decision(v.key, *new, state.position, state.reason, tuple(state.events), changed)

@@ -70,7 +70,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -242,8 +242,10 @@ STAGE_LABELS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
+    """One job of a pass, as collected (a named tuple: a pass builds one per job, and a frozen
+    dataclass's ``__init__`` cost several times as much)."""
+
     kind: str
     plugin: JobPlugin[Any]
     resource: Resource
@@ -637,16 +639,17 @@ class SchedulerLoop:
         """What ``entry`` needs this pass; a deferred requeueTime appends its due time to
         ``flushes``."""
         decision = plan[entry.view.key]
-        state = decision.changed_fields - ACCOUNTING_FIELDS
-        due = self._requeue_due(entry.view, decision) if state == _REQUEUE_ONLY else None
-        if due is not None and now < due:
-            flushes.append(due)
-            state = frozenset()
-        if state:
-            return _Need.WRITE
-        accounting = decision.changed_fields & ACCOUNTING_FIELDS
-        if accounting and None in (entry.view.service_updated_at, decision.service_updated_at):
-            return _Need.WRITE  # a running job's service clock is persisted once
+        if decision.changed_fields:  # most decisions change nothing: skip the set arithmetic
+            state = decision.changed_fields - ACCOUNTING_FIELDS
+            due = self._requeue_due(entry.view, decision) if state == _REQUEUE_ONLY else None
+            if due is not None and now < due:
+                flushes.append(due)
+                state = frozenset()
+            if state:
+                return _Need.WRITE
+            accounting = decision.changed_fields & ACCOUNTING_FIELDS
+            if accounting and None in (entry.view.service_updated_at, decision.service_updated_at):
+                return _Need.WRITE  # a running job's service clock is persisted once
         if entry.previous.get("queuePosition") != shown_position(decision):
             return _Need.MOVED
         return _Need.NOTHING
