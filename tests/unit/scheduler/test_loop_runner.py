@@ -933,6 +933,59 @@ async def test_a_conflict_skips_the_job_and_retries_it() -> None:
         assert h.clock.sleepers == 0  # nothing left to retry, no timer
 
 
+def another_writer(h: Harness, name: str, *, deliver: bool) -> list[Obj]:
+    """Make the loop's next status write of ``name`` conflict: just before it is stored,
+    someone else (a reconciler) writes the job's conditions, which no trigger filter passes.
+    With ``deliver`` the watch delivers that version at once (before the 409 comes back);
+    without, the returned list holds it for the test to deliver."""
+    held: list[Obj] = []
+
+    def write(patched: str) -> None:
+        if patched != name or held:
+            return
+        key = ("fakejobs", "ns", name)
+        obj = copy.deepcopy(h.client.objects[key])
+        obj.setdefault("status", {})["conditions"] = [{"type": "Created", "status": "True"}]
+        obj["metadata"]["resourceVersion"] = h.client.next_rv()
+        h.client.objects[key] = obj
+        held.append(copy.deepcopy(obj))
+        if deliver:
+            h.jobs["FakeJob"].on_event("MODIFIED", copy.deepcopy(obj))
+
+    h.client.on_patch = write
+    return held
+
+
+async def test_a_conflict_is_retried_as_soon_as_the_watch_delivers_the_newer_version() -> None:
+    h = Harness(retry_delay=60.0)
+    h.add_nodes(1)
+    h.add_job("a")
+    newer = another_writer(h, "a", deliver=False)
+    async with running(h.loop.run):
+        await parked(h, 1)
+        assert h.client.names() == []
+        assert h.metric("lattice_scheduler_status_writes_total", {"result": "conflict"}) == 1
+        await settle()
+        assert h.loop.passes == 1  # the other write's version is not in the cache yet
+        h.jobs["FakeJob"].on_event("MODIFIED", newer[0])
+        await parked(h, 2)  # no clock advance: the retry timer (60 s) did not fire
+        assert h.client.names() == ["a"]
+        assert h.status("a")["stage"] == "Running"
+        assert h.recorder.reasons("a") == ["Queued", "Admitted"]
+
+
+async def test_a_conflict_whose_newer_version_is_already_cached_is_retried_at_once() -> None:
+    h = Harness(retry_delay=60.0)
+    h.add_nodes(1)
+    h.add_job("a")
+    another_writer(h, "a", deliver=True)
+    async with running(h.loop.run):
+        await parked(h, 2)  # the second pass without a clock advance
+        assert h.client.names() == ["a"]
+        assert h.metric("lattice_scheduler_status_writes_total", {"result": "conflict"}) == 1
+        assert h.metric("lattice_scheduler_status_writes_total", {"result": "ok"}) == 1
+
+
 async def test_a_vanished_job_is_skipped_and_retried() -> None:
     h = Harness(retry_delay=5.0)
     h.add_nodes(1)

@@ -9,6 +9,10 @@ Contract:
   ``concurrency`` at a time across passes, let in highest (reconcile) rank first. After each
   successful write the decision's events are recorded; a ``Conflict``/``NotFound`` (or any
   other failure) skips that job and schedules another pass ``retry_delay`` seconds later.
+  After a ``Conflict`` a pass also runs as soon as the cache holds a version of the job other
+  than the one the write was based on (at once if it already does): someone else's write, such
+  as a reconciler's conditions, passes no trigger filter, and waiting out ``retry_delay`` cost
+  an arrival whose admission conflicted a second.
   ``schedule`` runs in a thread of the loop's own (``decide_in_thread``): the core is pure and
   the snapshot immutable, so the event loop serves responses, watch events and reconciles
   while it decides, instead of stalling for about half of each pass.
@@ -91,6 +95,7 @@ from lattice.scheduler.core import (
     SchedulerConfig,
     Snapshot,
     Stage,
+    job_key,
     schedule,
 )
 from lattice.scheduler.loop.context import ContextSource
@@ -395,6 +400,9 @@ class SchedulerLoop:
         self._written: dict[str, tuple[frozenset[str], Obj]] = {}
         #: Each job's latest status write still in flight.
         self._pending: dict[str, _Pending] = {}
+        #: Jobs whose last write conflicted, until the watch delivers a newer version (plan key
+        #: -> the version the write was based on).
+        self._conflicted: dict[str, str] = {}
         self._tasks: set[asyncio.Task[bool]] = set()
         self._versions = itertools.count(1)
         self._views = _ViewMemo()
@@ -455,7 +463,9 @@ class SchedulerLoop:
         """How many status writes are in flight (started or waiting for the gate)."""
         return len(self._tasks)
 
-    def _on_job(self, plugin: JobPlugin[Any]) -> Callable[[str, Obj | None, Obj | None], None]:
+    def _on_job(
+        self, kind: str, plugin: JobPlugin[Any]
+    ) -> Callable[[str, Obj | None, Obj | None], None]:
         def handler(event_type: str, old: Obj | None, new: Obj | None) -> None:
             if (
                 old is None
@@ -463,6 +473,15 @@ class SchedulerLoop:
                 or job_signature(old, plugin) != job_signature(new, plugin)
             ):
                 self.trigger()
+            elif self._conflicted:
+                meta = new.get("metadata") or {}
+                key = job_key(
+                    kind=kind,
+                    namespace=str(meta.get("namespace") or ""),
+                    name=str(meta.get("name") or ""),
+                )
+                if self._conflicted.pop(key, None) is not None:
+                    self.trigger()  # the version our write conflicted with: retry on it now
 
         return handler
 
@@ -484,7 +503,7 @@ class SchedulerLoop:
 
     def _register(self) -> list[Callable[[], None]]:
         removers = [
-            self._jobs[kind].add_handler(self._on_job(plugin))
+            self._jobs[kind].add_handler(self._on_job(kind, plugin))
             for kind, plugin in self._plugins.items()
         ]
         removers.append(self._pods.add_handler(self._on_pod))
@@ -617,6 +636,8 @@ class SchedulerLoop:
                 )
         for key in [k for k in self._written if k not in entries]:
             del self._written[key]
+        for key in [k for k in self._conflicted if k not in entries]:
+            del self._conflicted[key]
         self._views.end()
         return entries, invalid
 
@@ -768,6 +789,7 @@ class SchedulerLoop:
         gets its new write chained behind it: it goes out, based on the version the previous
         one produced, only if that one succeeded."""
         key = entry.view.key
+        self._conflicted.pop(key, None)  # this write is based on what a pass saw since
         fields = status_fields(decision, view=entry.view, previous=entry.previous, now=now)
         # The write ``entry.obj`` stands for, as the snapshot saw it: it may have finished
         # while the core ran, and left ``_pending`` (then the version it produced is stale too).
@@ -829,6 +851,8 @@ class SchedulerLoop:
             except (Conflict, NotFound) as exc:
                 result = "conflict" if isinstance(exc, Conflict) else "not_found"
                 log.debug("scheduler.write_skipped", job=view.key, reason=type(exc).__name__)
+                if isinstance(exc, Conflict):
+                    self._retry_on_newer(entry, based_on, pending)
                 return False
             except ApiError as exc:
                 result = "error"
@@ -858,6 +882,19 @@ class SchedulerLoop:
             if result not in (None, "ok"):
                 self._retry_at = self._clock.monotonic() + self._retry_delay
                 self._rearm.set()
+
+    def _retry_on_newer(self, entry: _Entry, based_on: str, pending: _Pending) -> None:
+        """After a conflict, run a pass as soon as the cache holds the version someone else
+        wrote (the trigger filters would ignore it: a reconciler's conditions, say), rather than
+        after ``retry_delay``. A pass run earlier would decide on the same version and conflict
+        again. ``retry_delay`` stays the safety net."""
+        view = entry.view
+        cached = self._jobs[entry.kind].store.get(f"{view.namespace}/{view.name}")
+        rv = None if cached is None else _rv(cached)
+        if rv is not None and rv != based_on and rv not in pending.stale:
+            self.trigger()  # the watch delivered it before the 409 came back
+        else:
+            self._conflicted[view.key] = based_on
 
     def _emit(self, entry: _Entry, decision: Decision) -> None:
         if not decision.events:
