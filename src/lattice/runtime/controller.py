@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,6 +37,16 @@ from lattice.runtime.workqueue import QueueShutDown
 __all__ = ["Controller", "Reconciler", "Result", "TerminalError"]
 
 log = structlog.get_logger(__name__)
+
+#: Reconcile ids: a random prefix per process, then a counter. A uuid4 per reconcile read
+#: os.urandom each time, 1.5 % of the operator's samples under py-spy in the scheduler-heavy
+#: bench (~40 reconciles/s); the ids only correlate log lines.
+_ID_PREFIX = uuid.uuid4().hex[:6]
+_ID_SEQ = itertools.count(1)
+
+
+def _reconcile_id() -> str:
+    return f"{_ID_PREFIX}{next(_ID_SEQ):06x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +127,7 @@ class Controller:
         active = self._metrics.active_workers.labels(self.name)
         active.inc()
         start = self._clock.monotonic()
-        rid = uuid.uuid4().hex[:12]
+        rid = _reconcile_id()
         try:
             with structlog.contextvars.bound_contextvars(
                 controller=self.name, key=key, reconcile_id=rid
