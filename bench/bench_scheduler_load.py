@@ -1316,6 +1316,8 @@ def parse_metrics(text: str) -> dict[str, Any]:
             out["decisions"][lab["type"]] += s.value
         elif n == "lattice_preemptions_total":
             out["preemptions"] = s.value
+        elif n == "lattice_events_dropped_total":
+            out["events_dropped"] = s.value
         elif n == "lattice_scheduler_status_writes_total":
             out["writes"][lab["result"]] += s.value
         elif n in QUEUE_METRICS and lab["name"] == "trainingjob":
@@ -1793,7 +1795,8 @@ def report(
         print(f"  status writes by result (lattice_scheduler_status_writes_total): {w}")
     d = {k: m1["decisions"][k] - m0["decisions"].get(k, 0) for k in m1["decisions"]}
     print(f"  decisions: { {k: int(v) for k, v in d.items() if v} }, preemptions "
-          f"{m1.get('preemptions', 0) - m0.get('preemptions', 0):.0f}")  # fmt: skip
+          f"{m1.get('preemptions', 0) - m0.get('preemptions', 0):.0f}, events dropped "
+          f"{m1.get('events_dropped', 0) - m0.get('events_dropped', 0):.0f}")  # fmt: skip
     rest = {
         k: int(v - m0["rest"].get(k, 0)) for k, v in m1["rest"].items() if v - m0["rest"].get(k, 0)
     }
