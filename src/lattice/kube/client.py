@@ -15,12 +15,15 @@ Contract:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
+from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.request import getproxies, proxy_bypass
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
@@ -419,13 +422,52 @@ async def connect(
     cfg.connection_pool_maxsize = 64
     for key, value in (extra or {}).items():
         setattr(cfg, key, value)
-    return RestClient(
-        k8s_client.ApiClient(configuration=cfg),
-        qps=qps,
-        burst=burst,
-        clock=clock,
-        observer=observer,
-    )
+    api = k8s_client.ApiClient(configuration=cfg)
+    read_environment_once(api.rest_client, str(cfg.host))
+    return RestClient(api, qps=qps, burst=burst, clock=clock, observer=observer)
+
+
+def env_proxy(url: str) -> tuple[str, dict[str, str]] | None:
+    """The proxy the environment names for ``url`` (``HTTPS_PROXY``/``HTTP_PROXY``, unless
+    ``NO_PROXY`` exempts its host), without its credentials, and the headers that carry them;
+    None for a direct connection. client-go reads the same variables
+    (``http.ProxyFromEnvironment``)."""
+    parts = urlsplit(url)
+    if parts.hostname and proxy_bypass(parts.hostname):
+        return None
+    proxy = getproxies().get(parts.scheme)
+    if not proxy:
+        return None
+    p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    headers: dict[str, str] = {}
+    if p.username is not None:
+        pair = f"{unquote(p.username)}:{unquote(p.password or '')}".encode()
+        headers["Proxy-Authorization"] = f"Basic {base64.b64encode(pair).decode()}"
+    netloc = p.hostname or ""
+    if p.port is not None:
+        netloc += f":{p.port}"
+    return urlunsplit((p.scheme, netloc, p.path, "", "")), headers
+
+
+def read_environment_once(rest: Any, host: str) -> None:
+    """Resolve the environment's proxy for ``host`` now, and stop the session reading the
+    environment on every request.
+
+    kubernetes-asyncio opens its aiohttp session with ``trust_env=True``, so aiohttp looks up
+    ``~/.netrc`` and the proxy variables once per request, each in a thread-pool round trip
+    (two hops, and the GIL handed over four times, per request). Measured against the local
+    apiserver, eight GETs in flight: 517-587 -> 889-1,018 requests/s, p50 11-13 -> 5-6 ms; with a
+    CPU-bound thread alongside (the scheduler's core): 303-339 -> 422-596 requests/s, p50 21 ->
+    10 ms. A proxy set in the kubeconfig (``proxy-url``) is kept; netrc credentials were never
+    used by client-go, which authenticates from the kubeconfig alone."""
+    if not rest.proxy:
+        found = env_proxy(host)
+        if found is not None:
+            rest.proxy, headers = found
+            if headers:
+                rest.proxy_headers = {**(rest.proxy_headers or {}), **headers}
+    # aiohttp has no public setter: the session is kubernetes-asyncio's, built in its __init__.
+    rest.pool_manager._trust_env = False
 
 
 def is_retryable(exc: BaseException) -> bool:
