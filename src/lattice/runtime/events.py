@@ -3,11 +3,6 @@
 Contract:
 - ``record`` never blocks and never raises: it puts the event on a bounded queue and returns.
   When the queue is full the event is dropped and counted (``lattice_events_dropped_total``).
-- ``senders`` tasks send at once, each draining a queue of its own; an object's events always
-  go to the same one, so they are sent in the order recorded and a repeat finds the event it
-  updates. client-go's broadcaster sends one at a time, over HTTP/2 at a few ms each; at the
-  ~120 ms an event create took on the scheduler-heavy bench's loaded apiserver, one sender
-  managed 8 events/s against 26/s recorded, and the backlog outgrew the queue.
 - Reconcilers call ``record`` only after their status write succeeded, so an event always
   describes persisted state.
 - A repeat of the same (object uid, type, reason, note) within ``dedupe_window`` seconds updates
@@ -132,26 +127,20 @@ class EventRecorder:
         controller: str,
         instance: str,
         capacity: int = 4096,
-        senders: int = 8,
         dedupe_window: float = 600.0,
         on_drop: Any = None,
     ) -> None:
-        if senders < 1:
-            raise ValueError("senders must be at least 1")
         self._client = client
         self._clock = clock
         self._controller = controller
         self._instance = _truncate_utf8(instance or "lattice-operator", _MAX_INSTANCE)
-        # Unbounded queues, bounded together: ``capacity`` events waiting in all of them.
-        self._capacity = capacity
-        self._waiting = 0
-        self._queues: list[asyncio.Queue[_Pending]] = [asyncio.Queue() for _ in range(senders)]
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue(maxsize=capacity)
         self._window = dedupe_window
         self._recent: OrderedDict[tuple[str, str, str, str], tuple[str, str, int, float]] = (
             OrderedDict()
         )
         self._on_drop = on_drop
-        self._tasks: list[asyncio.Task[None]] = []
+        self._task: asyncio.Task[None] | None = None
         self._last_ns = 0
 
     def record(
@@ -162,52 +151,42 @@ class EventRecorder:
         item = _Pending(
             regarding, type, reason, note, action, self._clock.now(), self._clock.monotonic()
         )
-        shard = regarding.uid or f"{regarding.kind}/{regarding.namespace}/{regarding.name}"
-        if self._waiting >= self._capacity:
+        try:
+            self._queue.put_nowait(item)
+        except asyncio.QueueFull:
             self._dropped()
-            return
-        self._waiting += 1
-        self._queues[hash(shard) % len(self._queues)].put_nowait(item)
 
     def start(self) -> None:
-        if not self._tasks:
-            self._tasks = [
-                asyncio.create_task(self._run(queue), name=f"event-sender-{i}")
-                for i, queue in enumerate(self._queues)
-            ]
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="event-sender")
 
     async def stop(self, *, timeout: float = 5.0) -> None:
-        """Flush what is queued (within ``timeout``), then stop the senders. Events still queued
+        """Flush what is queued (within ``timeout``), then stop the sender. Events still queued
         or in flight when the timeout ends are counted as dropped."""
-        if not self._tasks:
+        if self._task is None:
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.flush(), timeout)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
-        for queue in self._queues:
-            while not queue.empty():
-                queue.get_nowait()
-                queue.task_done()
-                self._waiting -= 1
-                self._dropped()
+            await asyncio.wait_for(self._queue.join(), timeout)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+        while not self._queue.empty():
+            self._queue.get_nowait()
+            self._queue.task_done()
+            self._dropped()
 
     async def flush(self) -> None:
         """Wait until every queued event has been handled (tests)."""
-        await asyncio.gather(*(queue.join() for queue in self._queues))
+        await self._queue.join()
 
     def _dropped(self) -> None:
         if self._on_drop is not None:
             self._on_drop()
 
-    async def _run(self, queue: asyncio.Queue[_Pending]) -> None:
+    async def _run(self) -> None:
         while True:
-            item = await queue.get()
-            self._waiting -= 1
+            item = await self._queue.get()
             try:
                 await self._send(item)
             except asyncio.CancelledError:
@@ -220,7 +199,7 @@ class EventRecorder:
                 self._dropped()
                 log.exception("event.send_crashed", reason=item.reason)
             finally:
-                queue.task_done()
+                self._queue.task_done()
 
     async def _send(self, item: _Pending) -> None:
         key = (item.regarding.uid, item.type, item.reason, item.note)
