@@ -46,7 +46,8 @@ class Decision(NamedTuple):
 
     A named tuple rather than a frozen dataclass: a pass builds one for every job (5,000 a pass
     in the load bench), and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
-    field) cost 6.6 us against 1.7 us. Immutable all the same; build it with keywords.
+    field) cost 6.6 us against 0.7 us for a named tuple built positionally (2.9 us with
+    keywords, which the core's hot path therefore avoids). Immutable all the same.
     """
 
     key: str

@@ -400,9 +400,9 @@ class SchedulerLoop:
         self._written: dict[str, tuple[frozenset[str], Obj]] = {}
         #: Each job's latest status write still in flight.
         self._pending: dict[str, _Pending] = {}
-        #: Jobs whose last write conflicted, until the watch delivers a newer version (plan key
-        #: -> the version the write was based on).
-        self._conflicted: dict[str, str] = {}
+        #: Jobs (plan keys) whose last write conflicted, until the watch delivers a newer version
+        #: or a later pass writes them again.
+        self._conflicted: set[str] = set()
         self._tasks: set[asyncio.Task[bool]] = set()
         self._versions = itertools.count(1)
         self._views = _ViewMemo()
@@ -480,7 +480,8 @@ class SchedulerLoop:
                     namespace=str(meta.get("namespace") or ""),
                     name=str(meta.get("name") or ""),
                 )
-                if self._conflicted.pop(key, None) is not None:
+                if key in self._conflicted:
+                    self._conflicted.discard(key)
                     self.trigger()  # the version our write conflicted with: retry on it now
 
         return handler
@@ -636,8 +637,7 @@ class SchedulerLoop:
                 )
         for key in [k for k in self._written if k not in entries]:
             del self._written[key]
-        for key in [k for k in self._conflicted if k not in entries]:
-            del self._conflicted[key]
+        self._conflicted &= entries.keys()
         self._views.end()
         return entries, invalid
 
@@ -789,7 +789,7 @@ class SchedulerLoop:
         gets its new write chained behind it: it goes out, based on the version the previous
         one produced, only if that one succeeded."""
         key = entry.view.key
-        self._conflicted.pop(key, None)  # this write is based on what a pass saw since
+        self._conflicted.discard(key)  # this write is based on what a pass saw since
         fields = status_fields(decision, view=entry.view, previous=entry.previous, now=now)
         # The write ``entry.obj`` stands for, as the snapshot saw it: it may have finished
         # while the core ran, and left ``_pending`` (then the version it produced is stale too).
@@ -894,7 +894,7 @@ class SchedulerLoop:
         if rv is not None and rv != based_on and rv not in pending.stale:
             self.trigger()  # the watch delivered it before the 409 came back
         else:
-            self._conflicted[view.key] = based_on
+            self._conflicted.add(view.key)
 
     def _emit(self, entry: _Entry, decision: Decision) -> None:
         if not decision.events:
