@@ -179,15 +179,15 @@ class RestClient:
         burst), as client-go gives the event broadcaster a clientset of its own: a burst of one
         kind of request (events) then never delays the others (reconcile and scheduler writes).
         """
-        other = RestClient.__new__(RestClient)
-        other._api, other._clock, other._observer = self._api, self._clock, self._observer
         bucket = self._bucket
-        other._bucket = (
-            None
-            if bucket is None
-            else _TokenBucket(qps=bucket.qps, burst=bucket.burst, clock=self._clock)
+        return RestClient(
+            self._api,
+            qps=0.0 if bucket is None else bucket.qps,
+            burst=0 if bucket is None else bucket.burst,
+            clock=self._clock,
+            observer=self._observer,
+            user_agent=str(self._api.user_agent),
         )
-        return other
 
     async def _request(
         self,
