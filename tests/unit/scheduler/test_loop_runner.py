@@ -35,7 +35,7 @@ from lattice.runtime.projections import (
 )
 from lattice.scheduler.core import Plan, SchedulerConfig, Strategy
 from lattice.scheduler.loop import ContextSource, SchedulerLoop, runner
-from lattice.scheduler.loop.runner import URGENT_FOR
+from lattice.scheduler.loop.runner import RESIZE_BAND, URGENT_FOR
 from lattice.scheduler.loop.snapshot import SHOWN_POSITIONS
 from tests.support.aio import settle
 from tests.support.fake_apiserver import running
@@ -478,11 +478,11 @@ async def test_a_job_is_parsed_again_only_when_its_object_or_the_context_changes
 
 
 async def test_priority_of_is_the_priority_the_last_pass_parsed() -> None:
-    """What the operator orders its reconcile queues by."""
+    """What the operator orders its reconcile queues by (for jobs no pass resized)."""
     h = Harness()
     h.add_nodes(1)
-    h.add_job("high", priority=1000)
-    h.add_job("low", priority=-5)
+    h.add_job("high", units=16, priority=1000)  # neither fits: both wait
+    h.add_job("low", units=16, priority=-5)
     assert h.loop.priority_of("FakeJob", "ns/high") == 0  # no pass has parsed it yet
     await h.loop.run_once()
     assert h.loop.priority_of("FakeJob", "ns/high") == 1000
@@ -502,17 +502,62 @@ async def test_a_preempted_job_reconciles_just_above_its_beneficiarys_priority()
     h.add_job("other", units=8, priority=0)
     await h.loop.run_once()
     assert h.status("low")["stage"] == "Running"
+    h.pods.on_event("ADDED", pod_obj("low-w0", job="low", phase="Running", rv="1"))
     h.add_job("high", units=8, priority=10)
     await h.loop.run_once()
     assert h.status("low")["stage"] == "Waiting"
-    assert h.loop.priority_of("FakeJob", "ns/low") == 11
-    assert h.loop.priority_of("FakeJob", "ns/high") == 10
+    assert h.loop.priority_of("FakeJob", "ns/low") == RESIZE_BAND + 11
+    assert h.loop.priority_of("FakeJob", "ns/high") == RESIZE_BAND + 10
     assert h.loop.priority_of("FakeJob", "ns/other") == 0  # untouched by that pass
     assert h.client.names()[-2:] == ["high", "low"]  # the beneficiary is written first
     await h.loop.run_once()  # the next pass (which shrinks nothing) does not reset it
-    assert h.loop.priority_of("FakeJob", "ns/low") == 11
-    await h.clock.advance(URGENT_FOR)
+    assert h.loop.priority_of("FakeJob", "ns/low") == RESIZE_BAND + 11
+    # Its pod being deleted, the preemption is acted on: what follows is bookkeeping.
+    h.pods.on_event(
+        "MODIFIED", pod_obj("low-w0", job="low", phase="Running", deleting=True, rv="2")
+    )
     assert h.loop.priority_of("FakeJob", "ns/low") == 0
+    # The beneficiary has no pod yet: it keeps the band until URGENT_FOR runs out.
+    await h.clock.advance(URGENT_FOR)
+    assert h.loop.priority_of("FakeJob", "ns/high") == 10
+
+
+async def test_a_resized_job_reconciles_ahead_of_higher_priority_bookkeeping() -> None:
+    """A grant is capacity waiting for pods: it goes before a higher-priority job's
+    reconcile that only writes conditions, and leaves the band after ``URGENT_FOR``."""
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("busy", units=8, priority=1000)
+    await h.loop.run_once()
+    h.add_job("waiting", units=8, priority=500)
+    h.add_job("idle", units=8, priority=5)
+    await h.loop.run_once()
+    assert h.status("waiting")["stage"] == "Waiting"
+    assert h.loop.priority_of("FakeJob", "ns/waiting") == 500
+    busy = h.client.objects.pop((h.plugins["FakeJob"].kube_resource.plural, "ns", "busy"))
+    h.jobs["FakeJob"].on_event("DELETED", busy)
+    await h.loop.run_once()
+    assert h.status("waiting")["stage"] == "Running"
+    granted = h.loop.priority_of("FakeJob", "ns/waiting")
+    assert granted == RESIZE_BAND + 500
+    assert granted > h.loop.priority_of("FakeJob", "ns/idle") + (1 << 32)  # any priority
+    await h.clock.advance(URGENT_FOR / 2)
+    await h.loop.run_once()  # a pass that changes nothing keeps it in the band
+    assert h.loop.priority_of("FakeJob", "ns/waiting") == granted
+    # Once its pod exists the grant is acted on: the reconciles that follow (the pod bound,
+    # running) rank by priority again, behind the next grant.
+    h.pods.on_event("ADDED", pod_obj("waiting-w0", job="waiting", phase="Pending", created=0))
+    assert h.loop.priority_of("FakeJob", "ns/waiting") == 500
+
+
+async def test_a_grant_leaves_the_resize_band_after_urgent_for_without_pods() -> None:
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("a", units=8, priority=3)
+    await h.loop.run_once()
+    assert h.loop.priority_of("FakeJob", "ns/a") == RESIZE_BAND + 3
+    await h.clock.advance(URGENT_FOR)
+    assert h.loop.priority_of("FakeJob", "ns/a") == 3
 
 
 async def test_a_job_preempted_for_an_equal_priority_one_still_reconciles_ahead_of_its_peers() -> (
@@ -524,13 +569,14 @@ async def test_a_job_preempted_for_an_equal_priority_one_still_reconciles_ahead_
     h.add_nodes(1)
     h.add_job("served", units=8, priority=0)
     await h.loop.run_once()
+    h.pods.on_event("ADDED", pod_obj("served-w0", job="served", phase="Running", rv="1"))
     await h.clock.advance(3600)
     h.add_job("new", units=8, priority=0)
     await h.loop.run_once()
     assert h.status("new")["stage"] == "Running"
     assert h.status("served")["stage"] == "Waiting"
-    assert h.loop.priority_of("FakeJob", "ns/served") == 1
-    assert h.loop.priority_of("FakeJob", "ns/new") == 0
+    assert h.loop.priority_of("FakeJob", "ns/served") == RESIZE_BAND + 1
+    assert h.loop.priority_of("FakeJob", "ns/new") == RESIZE_BAND
 
 
 # --------------------------------------------------------------------------- writes in flight

@@ -206,10 +206,15 @@ class _ViewMemo:
             del self._memo[key]
 
 
-#: How long a job a pass shrank keeps its beneficiary's priority for reconciles (seconds): long
-#: enough for the watch to deliver the write and a worker to take the key, even when the next
-#: passes follow at once.
+#: How long a job a pass resized keeps its place in the resize band (and a job it shrank its
+#: beneficiary's priority) for reconciles (seconds): long enough for the watch to deliver the
+#: write and a worker to take the key, even when the next passes follow at once.
 URGENT_FOR = 30.0
+
+#: Added to the reconcile rank of a job a pass resized in the last ``URGENT_FOR`` seconds, so
+#: every resize ranks above all bookkeeping: PriorityClass values are 32-bit, so the bands never
+#: overlap.
+RESIZE_BAND = 1 << 33
 
 
 def _urgency(plan: Plan, entries: Mapping[str, _Entry]) -> tuple[dict[str, int], set[str]]:
@@ -407,8 +412,11 @@ class SchedulerLoop:
         self._versions = itertools.count(1)
         self._views = _ViewMemo()
         #: Jobs a pass shrank in the last ``URGENT_FOR`` seconds: the priority of what it made
-        #: room for, and until when (clock.monotonic()).
-        self._urgent: dict[str, tuple[int, float]] = {}
+        #: room for, until when (clock.monotonic()), and the size it gave them.
+        self._urgent: dict[str, tuple[int, float, int]] = {}
+        #: Jobs a pass admitted or grew in the last ``URGENT_FOR`` seconds: the size it gave
+        #: them, and until when.
+        self._grown: dict[str, tuple[int, float]] = {}
         self._stage_labels: set[tuple[str, str]] = {
             (kind, stage) for kind in self._plugins for stage in STAGE_LABELS
         }
@@ -417,11 +425,20 @@ class SchedulerLoop:
         self.last_plan: Plan | None = None
 
     def priority_of(self, kind: str, key: str) -> int:
-        """The priority of job ``namespace/name`` of ``kind`` as the last pass saw it, for
-        ordering reconciles (0 for a job no pass has parsed yet). A job a pass shrank or
-        preempted in the last ``URGENT_FOR`` seconds ranks just above the highest-priority job
-        that pass admitted or grew: its pods must go before the beneficiary's can bind, and a
-        beneficiary whose pods are created first finds no room, so kube-scheduler parks them
+        """The rank of job ``namespace/name`` of ``kind`` for ordering reconciles: its priority
+        as the last pass saw it (0 for a job no pass has parsed yet).
+
+        A job a pass resized in the last ``URGENT_FOR`` seconds ranks in the resize band, above
+        every other job (``RESIZE_BAND`` plus its rank), until its live pods show the resize
+        acted on (a grown job has as many as its size, a shrunk one no more): until then the
+        resize is capacity lying idle, or a grant waiting for it, while every other reconcile
+        (a new job's ``Created`` condition, the pod counts of a job that has its pods) is
+        bookkeeping. The band ends with the pods, not with the time: the reconciles that follow
+        a grant (its pods created, bound, running) must not queue ahead of the next grant.
+
+        Within the band a job a pass shrank or preempted ranks just above the highest-priority
+        job that pass admitted or grew: its pods must go before the beneficiary's can bind, and
+        a beneficiary whose pods are created first finds no room, so kube-scheduler parks them
         and retries with backoff. Just above rather than level also keeps the victim of an
         equal-priority (LAS) preemption from queueing behind every new job of its priority,
         holding capacity that kube-scheduler then gives to whichever pending pod it tries
@@ -430,8 +447,25 @@ class SchedulerLoop:
         namespace, _, name = key.partition("/")
         value = 0 if (found := self._views.priority(kind, namespace, name)) is None else found
         plan_key = f"{kind}/{key}"
-        rank = self._rank(plan_key, value)
-        return rank + 1 if self._is_urgent(plan_key) else rank
+        clock = self._clock.monotonic()
+        shrunk = self._urgent.get(plan_key)
+        if shrunk is not None and shrunk[1] > clock:
+            if self._live_pods(kind, namespace, name) > shrunk[2]:
+                return RESIZE_BAND + max(value, shrunk[0]) + 1
+            return value
+        grown = self._grown.get(plan_key)
+        if (
+            grown is not None
+            and grown[1] > clock
+            and self._live_pods(kind, namespace, name) < grown[0]
+        ):
+            return RESIZE_BAND + value
+        return value
+
+    def _live_pods(self, kind: str, namespace: str, name: str) -> int:
+        """How many of the job's pods exist and are not being deleted."""
+        pods = self._pods.store.by_index(OWNER_INDEX, owner_key(kind, namespace, name))
+        return sum(1 for p in pods if p.deletion_timestamp is None)
 
     def _rank(self, plan_key: str, priority: int) -> int:
         """``priority``, raised to a beneficiary's while the job is in ``_urgent`` (the order of
@@ -770,17 +804,27 @@ class SchedulerLoop:
         return await loop.run_in_executor(self._executor, schedule, snapshot, now)
 
     def _note_urgent(self, plan: Plan, entries: Mapping[str, _Entry]) -> None:
-        """Remember the jobs ``plan`` shrinks for ``URGENT_FOR`` seconds; forget expired ones
-        and the ones it grows again."""
+        """Remember the jobs ``plan`` shrinks, and the ones it grows, for ``URGENT_FOR``
+        seconds; forget expired ones, and a job's shrink once a plan grows it again (and the
+        other way round)."""
         clock = self._clock.monotonic()
+        until = clock + URGENT_FOR
         shrunk, grown = _urgency(plan, entries)
         kept = {
             k: v
             for k, v in self._urgent.items()
             if v[1] > clock and k not in grown and k in entries
         }
-        kept.update((k, (priority, clock + URGENT_FOR)) for k, priority in shrunk.items())
+        kept.update((k, (priority, until, plan[k].size)) for k, priority in shrunk.items())
         self._urgent = kept
+        if grown or self._grown:
+            held = {
+                k: v
+                for k, v in self._grown.items()
+                if v[1] > clock and k not in kept and k in entries
+            }
+            held.update((k, (plan[k].size, until)) for k in grown)
+            self._grown = held
 
     def _launch(self, entry: _Entry, decision: Decision, now: datetime) -> asyncio.Task[bool]:
         """Start writing ``decision`` for ``entry``; from now on passes see the job as written.
