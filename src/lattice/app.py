@@ -69,7 +69,7 @@ from lattice.runtime.projections import (
 )
 from lattice.runtime.ratelimit import RateLimitingQueue
 from lattice.runtime.server import ProbeServer
-from lattice.scheduler.loop import ContextSource, SchedulerLoop, scheduler_config
+from lattice.scheduler.loop import RESIZE_BAND, ContextSource, SchedulerLoop, scheduler_config
 
 __all__ = ["JOB_RESOURCES", "MANAGED_LABEL", "Operator", "run"]
 
@@ -215,6 +215,10 @@ class Operator:
                 workers=settings.workers,
                 metrics=self.metrics,
                 clock=self.clock,
+                # One more worker, for resizes only: a backlog of bookkeeping (the Created
+                # conditions of a burst of arrivals) can hold every other worker.
+                reserved=1,
+                reserved_from=RESIZE_BAND,
             )
             reconciler.watch(controller.enqueue)
             self.controllers[kind] = controller

@@ -39,7 +39,9 @@ class Settings(BaseModel):
     enabled_kinds: tuple[str, ...] = Field(KINDS, description="job kinds to reconcile")
     qps: float = Field(100.0, ge=0, description="client-side API requests per second (0: no limit)")
     burst: int = Field(200, ge=0, description="client-side API burst")
-    workers: int = Field(4, ge=1, le=256, description="concurrent reconciles per kind")
+    workers: int = Field(
+        4, ge=1, le=256, description="concurrent reconciles per kind (plus one for resizes only)"
+    )
     # --- process
     metrics_addr: str = Field(":8080", description="address of /metrics")
     probe_addr: str = Field(":8081", description="address of /healthz and /readyz")

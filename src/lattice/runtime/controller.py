@@ -65,7 +65,10 @@ class Reconciler(Protocol):
 
 
 class Controller:
-    """Runs ``reconciler`` over the keys of ``queue`` with ``workers`` concurrent workers."""
+    """Runs ``reconciler`` over the keys of ``queue`` with ``workers`` concurrent workers, plus
+    ``reserved`` more that take only keys of priority ``reserved_from`` or more (see
+    ``WorkQueue.get``): however long the backlog of lesser keys, an urgent key finds a worker
+    at once."""
 
     def __init__(
         self,
@@ -76,15 +79,19 @@ class Controller:
         workers: int,
         metrics: Metrics,
         clock: Clock,
+        reserved: int = 0,
+        reserved_from: int = 0,
     ) -> None:
         self.name = name
         self.queue = queue
         self._reconciler = reconciler
         self._workers = workers
+        self._reserved = reserved
+        self._reserved_from = reserved_from
         self._metrics = metrics
         self._clock = clock
         self._tasks: list[asyncio.Task[None]] = []
-        metrics.init_controller(name, workers)
+        metrics.init_controller(name, workers + reserved)
 
     def enqueue(self, key: str) -> None:
         self.queue.add(key)
@@ -93,10 +100,19 @@ class Controller:
         """Wait for ``ready``, then run the workers until the queue shuts down."""
         if ready is not None:
             await ready()
-        log.info("controller.starting_workers", controller=self.name, workers=self._workers)
+        log.info(
+            "controller.starting_workers",
+            controller=self.name,
+            workers=self._workers,
+            reserved=self._reserved,
+        )
         self._tasks = [
             asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}")
             for i in range(self._workers)
+        ]
+        self._tasks += [
+            asyncio.create_task(self._worker(self._reserved_from), name=f"{self.name}-reserved-{i}")
+            for i in range(self._reserved)
         ]
         try:
             await asyncio.gather(*self._tasks)
@@ -112,10 +128,10 @@ class Controller:
         for task in self._tasks:
             task.cancel()
 
-    async def _worker(self) -> None:
+    async def _worker(self, min_priority: int | None = None) -> None:
         while True:
             try:
-                key = await self.queue.get()
+                key = await self.queue.get(min_priority=min_priority)
             except QueueShutDown:
                 return
             try:

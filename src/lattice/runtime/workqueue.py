@@ -35,6 +35,10 @@ queued key with a higher priority moves it up (it keeps its place among keys of 
 as if added now); a lower one changes nothing. Invariants 1-6 are unchanged: a key is still
 queued once and processed by one worker at a time. Without the function every key has
 priority 0 and the queue is FIFO. A function that raises is logged and counts as 0.
+``get(min_priority=p)`` takes only a key of priority ``p`` or more (the highest queued) and
+waits while there is none: a worker reserved for urgent keys, which a backlog of lesser ones
+can never occupy. A queued key wakes a waiting plain ``get`` first, and one of these only when
+no plain ``get`` waits and the key is the highest queued and reaches its bound.
 
 Concurrency model: everything runs on one event loop; no method is thread-safe. Only ``get`` and
 ``shutdown_with_drain`` suspend. ``done`` on a key that is not being processed is a bug in the
@@ -171,6 +175,8 @@ class WorkQueue(Generic[K]):
         self._shutting_down = False
         self._drain = False
         self._getters: deque[asyncio.Future[None]] = deque()
+        # gets with a min_priority: (min_priority, waiter)
+        self._picky: deque[tuple[int, asyncio.Future[None]]] = deque()
         self._drainers: list[asyncio.Future[None]] = []
         self._metrics: QueueMetrics = metrics if metrics is not None else NoopQueueMetrics()
         self._timed = metrics is not None
@@ -188,6 +194,8 @@ class WorkQueue(Generic[K]):
         if key in self._dirty:
             if self._priority is not None and key in self._queued:
                 self._push(key)  # moves it up if its priority rose
+                if self._picky:  # ... maybe into reach of a reserved worker
+                    self._wake_one_getter()
             return
         self._dirty.add(key)
         if key not in self._processing:
@@ -198,27 +206,36 @@ class WorkQueue(Generic[K]):
             self._metrics.add()
             self._metrics.depth(len(self._dirty))
 
-    async def get(self) -> K:
+    async def get(self, *, min_priority: int | None = None) -> K:
         """Wait for the next key and hand it to the caller, who must call ``done(key)`` later.
 
-        Raises ``QueueShutDown`` once the queue is shut down and has no queued key left.
-        Cancelling a waiting ``get`` takes nothing from the queue.
+        With ``min_priority`` only a key of that priority or more is taken (see *Priority*).
+        Raises ``QueueShutDown`` once the queue is shut down and has no queued key left (no
+        key of ``min_priority`` or more, for such a get). Cancelling a waiting ``get`` takes
+        nothing from the queue.
         """
         if self._timed and self._unfinished_task is None and not self._shutting_down:
             self._unfinished_task = asyncio.get_running_loop().create_task(
                 self._report_unfinished_work_loop(), name=f"workqueue-unfinished-{self.name}"
             )
-        while not self._queued:
+        while not self._ready_for(min_priority):
             if self._shutting_down:
                 raise QueueShutDown(self.name)
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._getters.append(waiter)
+            entry = None if min_priority is None else (min_priority, waiter)
+            if entry is None:
+                self._getters.append(waiter)
+            else:
+                self._picky.append(entry)
             try:
                 await waiter
             except asyncio.CancelledError:
                 waiter.cancel()
                 with contextlib.suppress(ValueError):
-                    self._getters.remove(waiter)
+                    if entry is None:
+                        self._getters.remove(waiter)
+                    else:
+                        self._picky.remove(entry)
                 # we were woken for a key but cancelled before taking it: pass the wake-up on.
                 if self._queued and not waiter.cancelled():
                     self._wake_one_getter()
@@ -326,10 +343,31 @@ class WorkQueue(Generic[K]):
                 del self._queued[key]
                 return key
 
+    def _ready_for(self, min_priority: int | None) -> bool:
+        """Whether a get with ``min_priority`` can take a key now."""
+        if min_priority is None:
+            return bool(self._queued)
+        top = self._top_priority()
+        return top is not None and top >= min_priority
+
+    def _top_priority(self) -> int | None:
+        """The priority of the key ``get`` would take next (None: nothing queued); drops the
+        stale heap entries above it."""
+        while self._order:
+            rank, seq, key = self._order[0]
+            if self._queued.get(key) == (rank, seq):
+                return -rank
+            heapq.heappop(self._order)
+        return None
+
     def _begin_shutdown(self) -> None:
         self._shutting_down = True
         while self._getters:
             waiter = self._getters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        while self._picky:
+            _, waiter = self._picky.popleft()
             if not waiter.done():
                 waiter.set_result(None)
         self._stop_background()
@@ -344,6 +382,17 @@ class WorkQueue(Generic[K]):
         while self._getters:
             waiter = self._getters.popleft()
             if not waiter.done():
+                waiter.set_result(None)
+                return
+        if not self._picky:
+            return
+        top = self._top_priority()
+        if top is None:
+            return
+        for entry in self._picky:
+            bound, waiter = entry
+            if bound <= top and not waiter.done():
+                self._picky.remove(entry)
                 waiter.set_result(None)
                 return
 

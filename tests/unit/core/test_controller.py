@@ -145,3 +145,52 @@ async def test_requeue_after_forgets_then_adds_after(after: float) -> None:
     assert len(rec.calls) == 3
     assert _count(metrics, "requeue_after") == 1
     await _stop(ctl, task)
+
+
+class Blocking:
+    """A reconciler that holds every key until released; records the keys it started."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.release = asyncio.Event()
+
+    async def reconcile(self, key: str) -> Result:
+        self.started.append(key)
+        await self.release.wait()
+        return Result()
+
+
+async def test_a_reserved_worker_takes_an_urgent_key_while_bookkeeping_holds_every_other() -> None:
+    clock = FakeClock()
+    metrics = Metrics(CollectorRegistry())
+    prio = {"book1": 0, "book2": 0, "book3": 0, "grant": 100}
+    queue: RateLimitingQueue[str] = RateLimitingQueue(clock, name="t", priority=prio.__getitem__)
+    rec = Blocking()
+    ctl = Controller(
+        name="t",
+        reconciler=rec,
+        queue=queue,
+        workers=2,
+        metrics=metrics,
+        clock=clock,
+        reserved=1,
+        reserved_from=100,
+    )
+    task = asyncio.create_task(ctl.run())
+    for key in ("book1", "book2", "book3"):
+        ctl.enqueue(key)
+    await settle()
+    assert rec.started == ["book1", "book2"]  # the reserved worker left book3 alone
+    ctl.enqueue("grant")
+    await settle()
+    assert rec.started == ["book1", "book2", "grant"]
+    assert (
+        metrics.registry.get_sample_value(
+            "controller_runtime_max_concurrent_reconciles", {"controller": "t"}
+        )
+        == 3
+    )
+    rec.release.set()
+    await settle()
+    assert rec.started == ["book1", "book2", "grant", "book3"]
+    await _stop(ctl, task)

@@ -377,3 +377,84 @@ async def test_priority_that_raises_counts_as_zero_and_keeps_the_invariants(
     assert queue.len() == 2
     assert await take(queue.get()) == "good"
     assert await take(queue.get()) == "bad"
+
+
+# -- reserved workers: get(min_priority=...) -------------------------------------------------
+
+
+async def test_a_reserved_get_takes_only_keys_of_its_priority_and_waits_past_lesser_ones(
+    clock: FakeClock,
+) -> None:
+    prio = {"book1": 0, "book2": 0, "grant": 100}
+    queue = WorkQueue[str](clock, priority=prio.__getitem__)
+    queue.add("book1")
+    queue.add("book2")
+    reserved = asyncio.create_task(queue.get(min_priority=100))
+    await settle()
+    assert not reserved.done(), "a reserved worker took bookkeeping"
+    assert queue.len() == 2
+    queue.add("grant")
+    assert await take(reserved) == "grant"
+    # plain gets still take everything, in order
+    assert [await take(queue.get()), await take(queue.get())] == ["book1", "book2"]
+
+
+async def test_a_queued_key_wakes_a_plain_get_before_a_reserved_one(clock: FakeClock) -> None:
+    prio = {"grant": 100}
+    queue = WorkQueue[str](clock, priority=prio.__getitem__)
+    reserved = asyncio.create_task(queue.get(min_priority=100))
+    await settle()
+    plain = asyncio.create_task(queue.get())
+    await settle()
+    queue.add("grant")
+    assert await take(plain) == "grant"
+    await settle()
+    assert not reserved.done()
+    queue.shutdown()
+    with pytest.raises(QueueShutDown):
+        await reserved
+
+
+async def test_a_key_raised_into_reach_wakes_a_waiting_reserved_get(clock: FakeClock) -> None:
+    prio = {"job": 0}
+    queue = WorkQueue[str](clock, priority=prio.__getitem__)
+    queue.add("job")
+    reserved = asyncio.create_task(queue.get(min_priority=100))
+    await settle()
+    assert not reserved.done()
+    prio["job"] = 100
+    queue.add("job")  # already queued: moves up, into the reserved worker's reach
+    assert await take(reserved) == "job"
+    queue.done("job")
+    assert queue.len() == 0
+
+
+async def test_a_reserved_get_woken_for_a_key_a_plain_get_took_waits_again(
+    clock: FakeClock,
+) -> None:
+    """Both are woken in turn (the plain one for the lesser key); the plain one runs first and
+    takes the urgent key; the reserved one must not take the lesser key, nor miss the next."""
+    prio = {"book": 0, "grant": 100, "grant2": 100}
+    queue = WorkQueue[str](clock, priority=prio.__getitem__)
+    plain = asyncio.create_task(queue.get())
+    reserved = asyncio.create_task(queue.get(min_priority=100))
+    await settle()
+    queue.add("book")  # wakes the plain get
+    queue.add("grant")  # no plain get waits: wakes the reserved one
+    assert await take(plain) == "grant"
+    await settle()
+    assert not reserved.done(), "the reserved worker took bookkeeping"
+    assert queue.len() == 1
+    queue.add("grant2")
+    assert await take(reserved) == "grant2"
+
+
+async def test_a_cancelled_reserved_get_takes_nothing(clock: FakeClock) -> None:
+    prio = {"grant": 100}
+    queue = WorkQueue[str](clock, priority=prio.__getitem__)
+    reserved = asyncio.create_task(queue.get(min_priority=100))
+    await settle()
+    reserved.cancel()
+    await settle()
+    queue.add("grant")
+    assert await take(queue.get()) == "grant"

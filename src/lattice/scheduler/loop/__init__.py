@@ -16,7 +16,7 @@ from lattice.scheduler.loop.context import (
     read_node_selector,
     scheduler_config,
 )
-from lattice.scheduler.loop.runner import STAGE_LABELS, SchedulerLoop
+from lattice.scheduler.loop.runner import RESIZE_BAND, STAGE_LABELS, SchedulerLoop
 from lattice.scheduler.loop.snapshot import (
     Invalid,
     floor_now,
@@ -31,6 +31,7 @@ from lattice.scheduler.loop.snapshot import (
 )
 
 __all__ = [
+    "RESIZE_BAND",
     "STAGE_LABELS",
     "ContextSource",
     "Invalid",
