@@ -550,6 +550,24 @@ async def test_a_resized_job_reconciles_ahead_of_higher_priority_bookkeeping() -
     assert h.loop.priority_of("FakeJob", "ns/waiting") == 500
 
 
+async def test_a_job_stopped_for_no_beneficiary_ranks_in_the_band_until_its_pods_go() -> None:
+    """Suspended (or requeued): nothing is admitted in its place, but its pods still hold
+    capacity until a reconcile deletes them."""
+    h = Harness()
+    h.add_nodes(1)
+    h.add_job("a", units=8, priority=3)
+    await h.loop.run_once()
+    h.pods.on_event("ADDED", pod_obj("a-w0", job="a", phase="Running", rv="1"))
+    await h.clock.advance(URGENT_FOR)
+    assert h.loop.priority_of("FakeJob", "ns/a") == 3
+    h.update_job("a", lambda o: o["spec"].update(suspend=True))
+    await h.loop.run_once()
+    assert h.status("a")["currentSize"] == 0
+    assert h.loop.priority_of("FakeJob", "ns/a") == RESIZE_BAND + 4
+    h.pods.on_event("MODIFIED", pod_obj("a-w0", job="a", phase="Running", deleting=True, rv="2"))
+    assert h.loop.priority_of("FakeJob", "ns/a") == 3
+
+
 async def test_a_grant_leaves_the_resize_band_after_urgent_for_without_pods() -> None:
     h = Harness()
     h.add_nodes(1)

@@ -219,12 +219,19 @@ RESIZE_BAND = 1 << 33
 
 def _urgency(plan: Plan, entries: Mapping[str, _Entry]) -> tuple[dict[str, int], set[str]]:
     """The jobs ``plan`` shrinks (or stops), each with the highest priority among the jobs it
-    admits or grows (none when it grows nothing); and the jobs it grows."""
-    grown = {k for k, e in entries.items() if plan[k].size > e.view.current_size}
-    if not grown:
-        return {}, grown
-    top = max(entries[k].view.priority for k in grown)
-    shrunk = {k: top for k, e in entries.items() if plan[k].size < e.view.current_size}
+    admits or grows (its own when it grows nothing: a job suspended or requeued); and the jobs
+    it grows."""
+    grown: set[str] = set()
+    shrunk: dict[str, int] = {}
+    for k, e in entries.items():
+        size, held = plan[k].size, e.view.current_size
+        if size > held:
+            grown.add(k)
+        elif size < held:
+            shrunk[k] = e.view.priority
+    if grown and shrunk:
+        top = max(entries[k].view.priority for k in grown)
+        shrunk = dict.fromkeys(shrunk, top)
     return shrunk, grown
 
 
@@ -412,7 +419,8 @@ class SchedulerLoop:
         self._versions = itertools.count(1)
         self._views = _ViewMemo()
         #: Jobs a pass shrank in the last ``URGENT_FOR`` seconds: the priority of what it made
-        #: room for, until when (clock.monotonic()), and the size it gave them.
+        #: room for (their own if nothing), until when (clock.monotonic()), and the size it
+        #: gave them.
         self._urgent: dict[str, tuple[int, float, int]] = {}
         #: Jobs a pass admitted or grew in the last ``URGENT_FOR`` seconds: the size it gave
         #: them, and until when.
@@ -437,13 +445,14 @@ class SchedulerLoop:
         a grant (its pods created, bound, running) must not queue ahead of the next grant.
 
         Within the band a job a pass shrank or preempted ranks just above the highest-priority
-        job that pass admitted or grew: its pods must go before the beneficiary's can bind, and
-        a beneficiary whose pods are created first finds no room, so kube-scheduler parks them
-        and retries with backoff. Just above rather than level also keeps the victim of an
-        equal-priority (LAS) preemption from queueing behind every new job of its priority,
-        holding capacity that kube-scheduler then gives to whichever pending pod it tries
-        first once freed, not to the job it was freed for. Measured on the scheduler-heavy bench:
-        victims' deletions p95 47 s (level) -> 11 s (just above)."""
+        job that pass admitted or grew (just above its own when it grew none): its pods must go
+        before the beneficiary's can bind, and a beneficiary whose pods are created first finds
+        no room, so kube-scheduler parks them and retries with backoff. Just above rather than
+        level also keeps the victim of an equal-priority (LAS) preemption from queueing behind
+        every new job of its priority, holding capacity that kube-scheduler then gives to
+        whichever pending pod it tries first once freed, not to the job it was freed for.
+        Measured on the scheduler-heavy bench: victims' deletions p95 47 s (level) -> 11 s
+        (just above)."""
         namespace, _, name = key.partition("/")
         value = 0 if (found := self._views.priority(kind, namespace, name)) is None else found
         plan_key = f"{kind}/{key}"
