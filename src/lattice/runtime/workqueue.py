@@ -337,11 +337,10 @@ class WorkQueue(Generic[K]):
 
     def _pop(self) -> K:
         """Take the live entry of highest priority (oldest among equals) off the heap."""
-        while True:
-            rank, seq, key = heapq.heappop(self._order)
-            if self._queued.get(key) == (rank, seq):
-                del self._queued[key]
-                return key
+        self._top_priority()  # drops the stale entries above it
+        _, _, key = heapq.heappop(self._order)
+        del self._queued[key]
+        return key
 
     def _ready_for(self, min_priority: int | None) -> bool:
         """Whether a get with ``min_priority`` can take a key now."""

@@ -524,7 +524,7 @@ async def test_a_preempted_job_reconciles_just_above_its_beneficiarys_priority()
 
 async def test_a_resized_job_reconciles_ahead_of_higher_priority_bookkeeping() -> None:
     """A grant is capacity waiting for pods: it goes before a higher-priority job's
-    reconcile that only writes conditions, and leaves the band after ``URGENT_FOR``."""
+    reconcile that only writes conditions, and leaves the band once its pods exist."""
     h = Harness()
     h.add_nodes(1)
     h.add_job("busy", units=8, priority=1000)

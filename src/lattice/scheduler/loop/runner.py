@@ -456,24 +456,18 @@ class SchedulerLoop:
         namespace, _, name = key.partition("/")
         value = 0 if (found := self._views.priority(kind, namespace, name)) is None else found
         plan_key = f"{kind}/{key}"
-        clock = self._clock.monotonic()
-        shrunk = self._urgent.get(plan_key)
-        if shrunk is not None and shrunk[1] > clock:
-            if self._live_pods(kind, namespace, name) > shrunk[2]:
-                return RESIZE_BAND + max(value, shrunk[0]) + 1
+        if self._is_urgent(plan_key):
+            if self._live_pods(kind, key) > self._urgent[plan_key][2]:
+                return RESIZE_BAND + self._rank(plan_key, value) + 1
             return value
-        grown = self._grown.get(plan_key)
-        if (
-            grown is not None
-            and grown[1] > clock
-            and self._live_pods(kind, namespace, name) < grown[0]
-        ):
+        size, until = self._grown.get(plan_key, (0, 0.0))
+        if until > self._clock.monotonic() and self._live_pods(kind, key) < size:
             return RESIZE_BAND + value
         return value
 
-    def _live_pods(self, kind: str, namespace: str, name: str) -> int:
-        """How many of the job's pods exist and are not being deleted."""
-        pods = self._pods.store.by_index(OWNER_INDEX, owner_key(kind, namespace, name))
+    def _live_pods(self, kind: str, key: str) -> int:
+        """How many of job ``key``'s pods exist and are not being deleted."""
+        pods = _owned(self._pods.store.by_index, kind, key)()
         return sum(1 for p in pods if p.deletion_timestamp is None)
 
     def _rank(self, plan_key: str, priority: int) -> int:
