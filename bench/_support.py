@@ -20,9 +20,9 @@ as ``python bench/<name>.py``: the script's folder is first on ``sys.path``, so
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import os
 import socket
@@ -30,6 +30,7 @@ import ssl
 import subprocess
 import sys
 import urllib.request
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,10 +41,20 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from lattice.clock import RealClock
+from lattice.controllers.generated import fill_generated
 from lattice.frameworks.base import Children, Demand, JobPlugin, OperatorContext, messages_of
 from lattice.kube.client import RestClient
 from lattice.kube.errors import ApiError
-from lattice.kube.resources import EVENTS, NAMESPACES, PODS, SERVICES, Resource
+from lattice.kube.resources import (
+    BATCH_JOBS,
+    CONFIGMAPS,
+    EVENTS,
+    NAMESPACES,
+    PODS,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RUN = Path(os.environ.get("LATTICE_CLUSTER_DIR", REPO / ".cluster"))
@@ -423,20 +434,30 @@ async def ceiling(client: RestClient, ns: str, *, n: int, concurrency: int, pool
     return n / (clock.monotonic() - start)
 
 
-#: Where ``mix_ceiling`` creates each field of a plugin's ``Children``, all in one round (as the
-#: reconciler does for a kind without batch Jobs: pods and Services together).
-MIX_CHILDREN = {"pods": PODS, "services": SERVICES}
+#: The resource of each field of a plugin's ``Children``.
+MIX_RESOURCES = {
+    "pods": PODS,
+    "services": SERVICES,
+    "config_maps": CONFIGMAPS,
+    "secrets": SECRETS,
+    "jobs": BATCH_JOBS,
+}
 #: ``reportingController`` of the operator's event recorder (``lattice.app``).
 EVENT_CONTROLLER = "lattice.breezeml.ai/operator"
 
 
 @dataclass(frozen=True)
 class Mix:
-    """What ``mix_ceiling`` wrote (totals over ``jobs``) and how long it took."""
+    """What ``mix_ceiling`` wrote (totals over ``jobs``) and how long it took.
+
+    ``pods_per_s`` counts each batch Job as the one pod kube-controller-manager creates for it
+    (which the timing does not wait for)."""
 
     jobs: int
     pods: int
     services: int
+    batch_jobs: int
+    inputs: int
     status_patches: int
     events: int
     seconds: float
@@ -447,23 +468,43 @@ class Mix:
 
     @property
     def pods_per_s(self) -> float:
-        return self.pods / self.seconds
+        return (self.pods + self.batch_jobs) / self.seconds
+
+    def describe(self) -> str:
+        """The writes per job, for the bench's line."""
+        n = self.jobs
+        parts = [f"{self.pods / n:g} pods", f"{self.services / n:g} Services"]
+        if self.batch_jobs:
+            parts.append(f"{self.batch_jobs / n:g} batch Jobs")
+        if self.inputs:
+            parts.append(f"{self.inputs / n:g} ConfigMaps/Secrets")
+        parts += [f"{self.status_patches / n:g} status PATCHes", f"{self.events / n:g} events"]
+        return ", ".join(parts)
 
 
 def mix_children(
     plugin: JobPlugin[Any], job: Any, size: int, ctx: OperatorContext
-) -> list[tuple[Resource, Obj]]:
-    """The plugin's children of ``job`` at ``size`` with their resource: pods, then Services.
-    A plugin that also wants ConfigMaps, Secrets or batch Jobs is refused: the operator creates
-    those in an earlier round, which ``mix_ceiling`` does not model."""
+) -> list[list[tuple[Resource, Obj]]]:
+    """The plugin's children of ``job`` at ``size`` with their resource, in the reconciler's
+    rounds (``JobReconciler._active``): first what pods consume (ConfigMaps, Secrets, and the
+    Services when there are batch Jobs), then the pods and batch Jobs (and the Services
+    otherwise). Secrets get their generated material as the reconciler fills it in. Empty
+    rounds are left out. Every child is desired at once: a launcher the reconciler holds back
+    until the workers are ready (``observed_children``) goes with them, which only raises the
+    ceiling."""
     kids: Children = plugin.children(job, size=size, ctx=ctx)
-    out: list[tuple[Resource, Obj]] = []
-    for f in dataclasses.fields(kids):
-        made = getattr(kids, f.name)
-        if made and f.name not in MIX_CHILDREN:
-            raise ValueError(f"mix_ceiling creates pods and Services only, not {f.name}")
-        out.extend((MIX_CHILDREN[f.name], dict(m)) for m in made)
-    return out
+    early = ("config_maps", "secrets", *(("services",) if kids.jobs else ()))
+    late = ("pods", "jobs", *(() if kids.jobs else ("services",)))
+    rounds = []
+    for fields in (early, late):
+        made = [
+            (MIX_RESOURCES[f], fill_generated(dict(m)) if f == "secrets" else dict(m))
+            for f in fields
+            for m in getattr(kids, f)
+        ]
+        if made:
+            rounds.append(made)
+    return rounds
 
 
 def mix_status(
@@ -576,12 +617,13 @@ async def mix_ceiling(
 ) -> Mix:
     """The operator's write mix for ``jobs`` jobs, from a bare client with no operator logic.
 
-    Per job ``make(name)`` of ``res``, then, once created, one concurrent round of its pods and
-    Services as ``plugin.children`` builds them at the job's max size (owned by the created
-    object's uid), then ``status_patches`` merge PATCHes of its status subresource, one after
-    the other, each guarded by the resourceVersion the previous write returned (``mix_status``),
-    then ``events`` events at once (``mix_events``). Every request waits on one semaphore of
-    ``concurrency``; all jobs start at once; timed from the first request to the last response.
+    Per job ``make(name)`` of ``res``, then, once created, its children as ``plugin.children``
+    builds them at the job's max size (owned by the created object's uid), one concurrent round
+    after the other as the reconciler makes them (``mix_children``), then ``status_patches``
+    merge PATCHes of its status subresource, one after the other, each guarded by the
+    resourceVersion the previous write returned (``mix_status``), then ``events`` events at
+    once (``mix_events``). Every request waits on one semaphore of ``concurrency``; all jobs
+    start at once; timed from the first request to the last response.
     """
     from lattice.scheduler.loop.snapshot import status_patch
 
@@ -591,13 +633,15 @@ async def mix_ceiling(
         async with gate:
             return await request
 
-    async def one(i: int) -> tuple[int, int]:
+    async def one(i: int) -> Counter[Resource]:
         created = await gated(client.create(res, make(f"mix-{i:05d}"), namespace=ns))
         meta = created["metadata"]
         job = plugin.parse(created, ctx)
         demand = plugin.demand(job, ctx)
-        children = mix_children(plugin, job, demand.max_size, ctx)
-        await asyncio.gather(*(gated(client.create(r, c, namespace=ns)) for r, c in children))
+        rounds = mix_children(plugin, job, demand.max_size, ctx)
+        for made in rounds:
+            await asyncio.gather(*(gated(client.create(r, c, namespace=ns)) for r, c in made))
+        children = [child for made in rounds for child in made]
         rv, now = meta["resourceVersion"], clock.now()
         steps = itertools.islice(mix_status(plugin, job, meta, demand, now), status_patches)
         for path, fields in steps:
@@ -608,20 +652,97 @@ async def mix_ceiling(
             rv = patched["metadata"]["resourceVersion"]
         notes = mix_events(plugin, meta, demand, children, now=clock.now(), n=events)
         await asyncio.gather(*(gated(client.create(EVENTS, e, namespace=ns)) for e in notes))
-        pods = sum(1 for r, _ in children if r is PODS)
-        return pods, len(children) - pods
+        return Counter(r for r, _ in children)
 
     start = clock.monotonic()
     made = await asyncio.gather(*(one(i) for i in range(jobs)))
     seconds = clock.monotonic() - start
+    total: Counter[Resource] = sum(made, Counter())
     return Mix(
         jobs=jobs,
-        pods=sum(p for p, _ in made),
-        services=sum(s for _, s in made),
+        pods=total[PODS],
+        services=total[SERVICES],
+        batch_jobs=total[BATCH_JOBS],
+        inputs=total[CONFIGMAPS] + total[SECRETS],
         status_patches=jobs * status_patches,
         events=jobs * events,
         seconds=seconds,
     )
+
+
+#: Most jobs the mix ceiling makes by default (``--mix-jobs``): enough for a steady rate, few
+#: enough to keep the step short.
+MIX_JOBS = 300
+
+
+def add_mix_args(
+    ap: argparse.ArgumentParser, *, kind: str, status_patches: int, events: int
+) -> None:
+    """The mix ceiling's options; the defaults round what Lattice sent per job (RESULTS.md)."""
+    ap.add_argument(
+        "--mix-jobs",
+        type=int,
+        default=None,
+        help=f"{kind}s of the mix ceiling (default: min(--jobs, {MIX_JOBS}))",
+    )
+    ap.add_argument(
+        "--mix-status-patches",
+        type=int,
+        default=status_patches,
+        help="status PATCHes per mix-ceiling job",
+    )
+    ap.add_argument("--mix-events", type=int, default=events, help="events per mix-ceiling job")
+    ap.add_argument("--no-mix-ceiling", action="store_true")
+
+
+def check_mix_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    if a.mix_jobs is not None and a.mix_jobs < 1:
+        ap.error("--mix-jobs must be at least 1 (or use --no-mix-ceiling)")
+
+
+async def measure_mix(
+    client: RestClient,
+    namespaces: Namespaces,
+    a: argparse.Namespace,
+    *,
+    res: Resource,
+    make: JobFactory,
+    plugin: JobPlugin[Any],
+    ctx: OperatorContext,
+) -> Mix | None:
+    """``mix_ceiling`` as the options of ``add_mix_args`` ask, in a fresh namespace no operator
+    watches, printed; None with ``--no-mix-ceiling``."""
+    if a.no_mix_ceiling:
+        return None
+    mix = await mix_ceiling(
+        client,
+        await namespaces.new("mix"),
+        res=res,
+        make=make,
+        plugin=plugin,
+        ctx=ctx,
+        jobs=min(a.jobs, MIX_JOBS) if a.mix_jobs is None else a.mix_jobs,
+        concurrency=a.concurrency,
+        status_patches=a.mix_status_patches,
+        events=a.mix_events,
+    )
+    print(
+        f" mix ceiling: {mix.jobs_per_s:.2f} jobs/s = {mix.pods_per_s:.1f} pods/s "
+        f"(same writes per job as lattice: {mix.describe()}; {a.concurrency} in flight; "
+        f"{mix.jobs} jobs in {mix.seconds:.1f}s)"
+    )
+    return mix
+
+
+async def event_reporters(client: RestClient, ns: str) -> Counter[str]:
+    """Events in ``ns`` by ``reportingController``, each counted with its series (repeats)."""
+    out: Counter[str] = Counter()
+    with contextlib.suppress(ApiError):
+        listed = await client.list(EVENTS, namespace=ns)
+        for e in listed.get("items") or []:
+            series = (e.get("series") or {}).get("count") or 1
+            out[e.get("reportingController") or ""] += int(series)
+    return out
 
 
 async def workload(
@@ -650,7 +771,8 @@ async def workload(
     all-pods seconds, jobs/s, pods/s, p50/p99 from a job's create to its last pod, apiserver
     writes per job (all clients; and without DELETEs), the operator's own writes per job and
     409s (its ``rest_client_requests_total`` at ``metrics_url``, printed with ``breakdown``),
-    its peak RSS and CPU seconds."""
+    its peak RSS and CPU seconds. Also printed: the apiserver's writes by resource and the
+    events in ``ns`` per job by reporting controller (``event_reporters``)."""
     log_path = RUN / "log" / f"bench-{label}.log"
     log = log_path.open("wb")
     proc = start_process(cmd, log, env)
@@ -713,10 +835,15 @@ async def workload(
                     if s.labels.get("code") == "409":
                         conflicts += s.value
                 print(f"  [{label}] operator: {breakdown(text)}")
-        top = sorted(delta.items(), key=lambda kv: -kv[1])[:8]
+        top = sorted(delta.items(), key=lambda kv: -kv[1])[:14]
         print(
             f"  [{label}] apiserver writes by resource: "
             + ", ".join(f"{k}={v:.0f}" for k, v in top if v)
+        )
+        reporters = await event_reporters(client, ns)
+        print(
+            f"  [{label}] events in {ns} by reporting controller (per job): "
+            + ", ".join(f"{k or '?'}={v / jobs:.2f}" for k, v in reporters.most_common())
         )
         return {
             "jobs_done": float(len(complete)),

@@ -5,17 +5,26 @@ never a test. Steps, all in the same run:
 
 1. **ceiling**: a bare asyncio client (``lattice.kube.client.connect``) creates ``--ceiling-pods``
    pods (``--concurrency`` in flight) on the same apiserver: pods/s.
-2. **lattice**: ``lattice run`` (default workers and QPS) on a fresh namespace, ``--nodes`` kwok
+2. **mix ceiling** (unless ``--no-mix-ceiling``): the same client, in a namespace no operator
+   watches, makes Lattice's writes for ``--mix-jobs`` MPIJobs (default ``min(--jobs, 300)``),
+   all started at once under one ``--concurrency`` bound: the job, then its children as the real
+   ``MPIJobPlugin.children`` builds them, in the reconciler's two rounds (ConfigMap, Secret and
+   Service; then the worker pods and the launcher Job), then ``--mix-status-patches`` status
+   PATCHes and ``--mix-events`` events (``_support.mix_ceiling``). Jobs/s: about the most an
+   operator making these writes could reach here; Lattice's jobs/s is also given as a share
+   of it.
+3. **lattice**: ``lattice run`` (default workers and QPS) on a fresh namespace, ``--nodes`` kwok
    nodes; ``--jobs`` MPIJobs x ``--workers`` workers created by the bench (``--concurrency`` in
    flight). Reported: time from the first create to all pods seen (workers + launcher pod, via a
    watch), jobs/s, pods/s, p50/p99 latency from a job's create to all of its pods, API writes
    per job (delta of kube-apiserver's ``apiserver_request_total`` for POST/PUT/PATCH/DELETE, all
    clients, and the operator's own ``rest_client_requests_total``), operator peak RSS (VmHWM)
    and CPU seconds (utime+stime) from /proc. Ratios against the ceiling.
-3. **peer**: kubeflow/mpi-operator built with ``go`` into ``~/.cache/lattice/bin/mpi-operator-<v>``
+4. **peer**: kubeflow/mpi-operator built with ``go`` into ``~/.cache/lattice/bin/mpi-operator-<v>``
    (``--peer-bin``; skipped if missing), same workload on another namespace, same numbers.
 
-Usage: ``python bench/bench_throughput.py [--jobs 200] [--workers 4] [--nodes 100]``
+Usage: ``python bench/bench_throughput.py [--jobs 200] [--workers 4] [--nodes 100]
+[--mix-jobs N | --no-mix-ceiling]``
 """
 
 from __future__ import annotations
@@ -30,8 +39,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from lattice.frameworks.base import OperatorContext
+from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.kube.client import connect
 from lattice.kube.resources import Resource
+from lattice.scheduler.loop.context import read_node_selector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import (
@@ -39,12 +51,15 @@ from _support import (
     RUN,
     Namespaces,
     Pinning,
+    add_mix_args,
     ceiling,
+    check_mix_args,
     create_node_pool,
     delete_node_pool,
     free_port,
     is_file,
     lattice_cmd,
+    measure_mix,
     operator_breakdown,
     report,
     workload,
@@ -53,6 +68,9 @@ from _support import (
 
 PEER_VERSION = "v0.6.0"
 MPIJOB = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+#: The mix ceiling's status PATCHes and events per MPIJob: what Lattice sent at N=1000, rounded
+#: down (2.5 and 0.8: its recorder drops the events its queue cannot hold, as client-go's does).
+STATUS_PATCHES, EVENTS = 2, 1
 
 
 def pinning(mode: str) -> Pinning:
@@ -113,6 +131,7 @@ async def main() -> None:
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--ceiling-pods", type=int, default=1000)
+    add_mix_args(ap, kind="MPIJob", status_patches=STATUS_PATCHES, events=EVENTS)
     ap.add_argument("--timeout", type=float, default=600.0)
     default_peer = Path.home() / f".cache/lattice/bin/mpi-operator-{PEER_VERSION}/mpi-operator"
     ap.add_argument("--peer-bin", default=str(default_peer))
@@ -134,6 +153,7 @@ async def main() -> None:
         help="auto: pin the control plane to core 0 and the operators to core 1 on >= 2 cores",
     )
     a = ap.parse_args()
+    check_mix_args(ap, a)
     pins = pinning(a.pin)
     with pins:
         await run(a, pins)
@@ -163,6 +183,20 @@ async def run(a: argparse.Namespace, pins: Pinning) -> None:
         ns = await namespaces.new("bare")
         ceil = await ceiling(client, ns, n=a.ceiling_pods, concurrency=a.concurrency, pool=pool)
         print(f"     ceiling: {ceil:.1f} pods/s (bare RestClient, {a.concurrency} in flight)")
+        mix = await measure_mix(
+            client,
+            namespaces,
+            a,
+            res=MPIJOB,
+            make=lambda name: mpijob(name, a.workers, pool),
+            plugin=MPIJobPlugin(),
+            # as `lattice run` builds it from --scheduling-unit and --node-selector-path
+            ctx=OperatorContext(
+                scheduling_unit=a.scheduling_unit,
+                node_selector=read_node_selector(str(selector)),
+            ),
+        )
+        mix_jobs = None if mix is None else mix.jobs_per_s
         results: dict[str, dict[str, float]] = {}
         ns = await namespaces.new("lattice")
         mport, pport = free_port(), free_port()
@@ -175,7 +209,7 @@ async def run(a: argparse.Namespace, pins: Pinning) -> None:
             ns=ns,
             metrics_url=f"http://127.0.0.1:{mport}/metrics",
         )
-        report("lattice", results["lattice"], ceil)
+        report("lattice", results["lattice"], ceil, mix_jobs)
         peer = Path(a.peer_bin)
         if a.no_peer:
             print("mpi-operator: skipped (--no-peer)")
@@ -201,7 +235,7 @@ async def run(a: argparse.Namespace, pins: Pinning) -> None:
                 ns=ns,
                 metrics_url=f"http://127.0.0.1:{mon}/metrics",
             )
-            report("mpi-operator", results["mpi-operator"], ceil)
+            report("mpi-operator", results["mpi-operator"], ceil, mix_jobs)
             ratio = results["lattice"]["jobs_per_s"] / max(
                 results["mpi-operator"]["jobs_per_s"], 1e-9
             )

@@ -87,7 +87,9 @@ from _support import (
     Mix,
     Namespaces,
     Ready,
+    add_mix_args,
     ceiling,
+    check_mix_args,
     clock,
     create_node_pool,
     delete_node_pool,
@@ -95,8 +97,8 @@ from _support import (
     is_file,
     kubectl,
     lattice_cmd,
+    measure_mix,
     metric_samples,
-    mix_ceiling,
     operator_breakdown,
     report,
     run_text,
@@ -105,8 +107,6 @@ from _support import (
 )
 
 PEER_VERSION = "v1.8.1"
-#: Most TrainingJobs the mix ceiling makes by default (``--mix-jobs``).
-MIX_JOBS = 300
 TRAININGJOB = Resource("breezeml.ai", "v1", "trainingjobs", "TrainingJob")
 PYTORCHJOB = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 PYTORCHJOB_CRD = "pytorchjobs.kubeflow.org"
@@ -313,17 +313,7 @@ async def main() -> None:
     ap.add_argument("--nodes", type=int, default=100)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--ceiling-pods", type=int, default=1000)
-    ap.add_argument(
-        "--mix-jobs",
-        type=int,
-        default=None,
-        help=f"TrainingJobs of the mix ceiling (default: min(--jobs, {MIX_JOBS}))",
-    )
-    ap.add_argument(
-        "--mix-status-patches", type=int, default=2, help="status PATCHes per mix-ceiling job"
-    )
-    ap.add_argument("--mix-events", type=int, default=5, help="events per mix-ceiling job")
-    ap.add_argument("--no-mix-ceiling", action="store_true")
+    add_mix_args(ap, kind="TrainingJob", status_patches=2, events=5)
     ap.add_argument("--timeout", type=float, default=600.0)
     default_peer = Path.home() / f".cache/lattice/bin/training-operator-{PEER_VERSION}"
     ap.add_argument("--peer-bin", default=str(default_peer / "training-operator"))
@@ -340,8 +330,7 @@ async def main() -> None:
     ap.add_argument("--scheduling-unit", default="cpu")
     ap.add_argument("--operator-arg", action="append", default=[])
     a = ap.parse_args()
-    if a.mix_jobs is not None and a.mix_jobs < 1:
-        ap.error("--mix-jobs must be at least 1 (or use --no-mix-ceiling)")
+    check_mix_args(ap, a)
 
     kubeconfig = str(RUN / "kubeconfig")
     client = await connect(kubeconfig=kubeconfig)
@@ -365,31 +354,19 @@ async def main() -> None:
         ns = await namespaces.new("bare")
         ceil = await ceiling(client, ns, n=a.ceiling_pods, concurrency=a.concurrency, pool=pool)
         print(f"     ceiling: {ceil:.1f} pods/s (bare RestClient, {a.concurrency} in flight)")
-        mix: Mix | None = None
-        if not a.no_mix_ceiling:
-            mix = await mix_ceiling(
-                client,
-                await namespaces.new("mix"),
-                res=TRAININGJOB,
-                make=lambda name: trainingjob(name, a.workers, pool),
-                plugin=TrainingJobPlugin(),
-                # as `lattice run` builds it from --scheduling-unit and --node-selector-path
-                ctx=OperatorContext(
-                    scheduling_unit=a.scheduling_unit,
-                    node_selector=read_node_selector(str(selector)),
-                ),
-                jobs=min(a.jobs, MIX_JOBS) if a.mix_jobs is None else a.mix_jobs,
-                concurrency=a.concurrency,
-                status_patches=a.mix_status_patches,
-                events=a.mix_events,
-            )
-            print(
-                f" mix ceiling: {mix.jobs_per_s:.2f} jobs/s = {mix.pods_per_s:.1f} pods/s "
-                f"(same writes per job as lattice: {mix.pods / mix.jobs:g} pods, "
-                f"{mix.services / mix.jobs:g} Services, {a.mix_status_patches} status PATCHes, "
-                f"{a.mix_events} events; {a.concurrency} in flight; "
-                f"{mix.jobs} jobs in {mix.seconds:.1f}s)"
-            )
+        mix = await measure_mix(
+            client,
+            namespaces,
+            a,
+            res=TRAININGJOB,
+            make=lambda name: trainingjob(name, a.workers, pool),
+            plugin=TrainingJobPlugin(),
+            # as `lattice run` builds it from --scheduling-unit and --node-selector-path
+            ctx=OperatorContext(
+                scheduling_unit=a.scheduling_unit,
+                node_selector=read_node_selector(str(selector)),
+            ),
+        )
         mix_jobs = None if mix is None else mix.jobs_per_s
         results: dict[str, dict[str, float]] = {}
         if not a.no_lattice:
