@@ -94,6 +94,9 @@ RUNTIME_RESOURCES: tuple[Resource, ...] = (
 
 Runnable = Callable[[], Coroutine[Any, Any, None]]
 Obj = dict[str, Any]
+#: Seconds a reconciler leaves a new job to the scheduler's first decision before marking it
+#: Created anyway (``JobReconciler._awaits_scheduler``); a pass takes well under one.
+FIRST_DECISION_WAIT = 5.0
 
 
 class Operator:
@@ -200,6 +203,7 @@ class Operator:
                 recorder=self.recorder,
                 metrics=self.metrics,
                 others=self.children,
+                first_decision_wait=FIRST_DECISION_WAIT,
             )
             name = kind.lower()
             queue = RateLimitingQueue[str](

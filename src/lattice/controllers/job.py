@@ -183,8 +183,12 @@ class JobReconciler:
         recorder: EventRecorder,
         metrics: Metrics,
         others: Mapping[str, tuple[Resource, Informer[Obj]]] | None = None,
+        first_decision_wait: float = 0.0,
     ) -> None:
         self.plugin = plugin
+        #: How long after its creation a job the scheduler has not yet decided is left to it
+        #: (see ``_awaits_scheduler``); 0 never waits.
+        self._first_decision_wait = first_decision_wait
         #: Other child kinds (``"ConfigMap"``, ``"Secret"``, ``"Job"``): REST descriptor + cache.
         self._others = dict(others or {})
         self.kind = plugin.resource.kind
@@ -340,6 +344,8 @@ class JobReconciler:
                 requeue = await self._finished(step, job)
             elif step.sched.get("stage") == "Wrong":
                 return Result()
+            elif (wait := self._awaits_scheduler(step, meta)) is not None:
+                return Result(requeue_after=wait)
             else:
                 kinds = ("pods", "services", *self._others)
                 if not all(self._exp.satisfied(self._exp_key(ns, name, k)) for k in kinds):
@@ -365,6 +371,25 @@ class JobReconciler:
             # without this, a job whose pod create failed once waits for an unrelated event.
             raise ChildSyncError(step.errors)
         return Result(requeue_after=requeue) if requeue is not None else Result()
+
+    def _awaits_scheduler(self, step: Step, meta: Mapping[str, Any]) -> float | None:
+        """Seconds left to wait for the scheduler's first decision of a new job, or None.
+
+        A job the scheduler has not decided yet (no stage) is written by the scheduler first:
+        its decision arrives within a pass and wakes this reconcile through the watch. Writing
+        ``Created`` before it would race that write, and the scheduler's PATCH, guarded by the
+        version it read, would then fail with a conflict and go again a watch hop later; the
+        grant of a high-priority job, the one reconciled at once, paid that. After
+        ``first_decision_wait`` from the job's creation the reconcile goes on regardless, so a
+        job still undecided (the scheduler stopped, its write refused) is not left unmarked.
+        """
+        if self._first_decision_wait <= 0 or step.sched.get("stage"):
+            return None
+        created = parse_opt_time(meta.get("creationTimestamp"))
+        if created is None:
+            return None
+        left = self._first_decision_wait - (step.now - created).total_seconds()
+        return left if left > 0 else None
 
     async def _write(self, step: Step) -> None:
         """Write the step's status (if it changed), then its events and counters.

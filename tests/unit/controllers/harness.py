@@ -101,6 +101,8 @@ class World:
     #: While set, watch events wait in ``held`` until ``release()`` (the watch lags the writes).
     hold_events: bool = False
     held: list[tuple[str, str, Obj]] = field(default_factory=list)
+    #: The reconciler's ``first_decision_wait`` (0: a new job is reconciled at once).
+    first_decision_wait: float = 0.0
 
     def __post_init__(self) -> None:
         self._rv = itertools.count(1)
@@ -146,6 +148,7 @@ class World:
             recorder=self.recorder,
             metrics=self.metrics,
             others=self.others,
+            first_decision_wait=self.first_decision_wait,
         )
         self.reconciler.watch(self.enqueued.append)
 
@@ -242,6 +245,7 @@ class World:
         obj = copy.deepcopy(manifest)
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", NS)
+        meta.setdefault("creationTimestamp", self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
         meta["uid"] = f"job-{next(self._uid)}"
         meta["resourceVersion"] = str(next(self._rv))
         self.objects[self.res.plural, NS, meta["name"]] = obj

@@ -215,6 +215,37 @@ async def test_success_follows_the_scheduler_with_upstream_wording() -> None:
     assert events(w, "MXJobSucceeded") == [("Normal", done["message"])]
 
 
+# --- a new job waits for the scheduler's first decision ----------------------------------------
+
+
+async def test_a_new_job_is_left_to_the_schedulers_first_decision() -> None:
+    """Its Created write would race the scheduler's first write (a 409 and a watch hop more
+    for the grant): the reconcile writes nothing until the decision arrives."""
+    w = World(MXJobPlugin(), first_decision_wait=5.0)
+    w.apply(mxjob())
+    await w.clock.advance(2)
+    result = await w.reconcile("mx")
+    assert result.requeue_after == pytest.approx(3)
+    assert (w.calls, w.status("mx"), w.recorder.events) == ([], {}, [])
+
+    w.grant("mx", 3)
+    result = await w.reconcile("mx")
+    assert result.requeue_after is None
+    assert w.conditions("mx")["Created"]["status"] == "True"
+    assert w.names("pods") == MX_PODS
+
+
+async def test_a_job_still_undecided_after_the_wait_is_marked_created() -> None:
+    w = World(MXJobPlugin(), first_decision_wait=5.0)
+    w.apply(mxjob())
+    await w.clock.advance(5)
+    result = await w.reconcile("mx")
+    assert result.requeue_after is None
+    created = w.conditions("mx")["Created"]
+    assert (created["status"], created["reason"]) == ("True", "MXJobCreated")
+    assert w.names("pods") == []
+
+
 # --- deadline, preemption, suspension ----------------------------------------------------------
 
 
