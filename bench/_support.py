@@ -695,6 +695,16 @@ def add_mix_args(
     ap.add_argument("--no-mix-ceiling", action="store_true")
 
 
+def operator_context(scheduling_unit: str, selector: Path) -> OperatorContext:
+    """The context ``lattice run`` builds from ``--scheduling-unit`` and
+    ``--node-selector-path``."""
+    from lattice.scheduler.loop.context import read_node_selector
+
+    return OperatorContext(
+        scheduling_unit=scheduling_unit, node_selector=read_node_selector(str(selector))
+    )
+
+
 def check_mix_args(ap: argparse.ArgumentParser, a: argparse.Namespace) -> None:
     if a.mix_jobs is not None and a.mix_jobs < 1:
         ap.error("--mix-jobs must be at least 1 (or use --no-mix-ceiling)")

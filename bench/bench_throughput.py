@@ -39,11 +39,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from lattice.frameworks.base import OperatorContext
 from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.kube.client import connect
 from lattice.kube.resources import Resource
-from lattice.scheduler.loop.context import read_node_selector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import (
@@ -61,6 +59,7 @@ from _support import (
     lattice_cmd,
     measure_mix,
     operator_breakdown,
+    operator_context,
     report,
     workload,
     write_selector,
@@ -190,11 +189,7 @@ async def run(a: argparse.Namespace, pins: Pinning) -> None:
             res=MPIJOB,
             make=lambda name: mpijob(name, a.workers, pool),
             plugin=MPIJobPlugin(),
-            # as `lattice run` builds it from --scheduling-unit and --node-selector-path
-            ctx=OperatorContext(
-                scheduling_unit=a.scheduling_unit,
-                node_selector=read_node_selector(str(selector)),
-            ),
+            ctx=operator_context(a.scheduling_unit, selector),
         )
         mix_jobs = None if mix is None else mix.jobs_per_s
         results: dict[str, dict[str, float]] = {}

@@ -73,12 +73,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from lattice.frameworks.base import OperatorContext
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube.client import RestClient, connect
 from lattice.kube.errors import ApiError
 from lattice.kube.resources import CRDS, PODS, SECRETS, Resource
-from lattice.scheduler.loop.context import read_node_selector
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import (
@@ -100,6 +98,7 @@ from _support import (
     measure_mix,
     metric_samples,
     operator_breakdown,
+    operator_context,
     report,
     run_text,
     workload,
@@ -361,11 +360,7 @@ async def main() -> None:
             res=TRAININGJOB,
             make=lambda name: trainingjob(name, a.workers, pool),
             plugin=TrainingJobPlugin(),
-            # as `lattice run` builds it from --scheduling-unit and --node-selector-path
-            ctx=OperatorContext(
-                scheduling_unit=a.scheduling_unit,
-                node_selector=read_node_selector(str(selector)),
-            ),
+            ctx=operator_context(a.scheduling_unit, selector),
         )
         mix_jobs = None if mix is None else mix.jobs_per_s
         results: dict[str, dict[str, float]] = {}

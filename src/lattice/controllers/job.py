@@ -389,7 +389,8 @@ class JobReconciler:
         if created is None:
             return None
         left = self._first_decision_wait - (step.now - created).total_seconds()
-        return left if left > 0 else None
+        # Capped: an operator clock behind the apiserver's never makes the wait longer.
+        return min(left, self._first_decision_wait) if left > 0 else None
 
     async def _write(self, step: Step) -> None:
         """Write the step's status (if it changed), then its events and counters.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -233,6 +234,18 @@ async def test_a_new_job_is_left_to_the_schedulers_first_decision() -> None:
     assert result.requeue_after is None
     assert w.conditions("mx")["Created"]["status"] == "True"
     assert w.names("pods") == MX_PODS
+
+
+async def test_the_wait_is_never_longer_than_first_decision_wait() -> None:
+    """A creationTimestamp ahead of the operator's clock (clock skew) does not lengthen it."""
+    w = World(MXJobPlugin(), first_decision_wait=5.0)
+    manifest = mxjob()
+    ahead = w.clock.now() + timedelta(seconds=60)
+    manifest["metadata"]["creationTimestamp"] = ahead.strftime("%Y-%m-%dT%H:%M:%SZ")
+    w.apply(manifest)
+    result = await w.reconcile("mx")
+    assert result.requeue_after == pytest.approx(5)
+    assert w.calls == []
 
 
 async def test_a_job_still_undecided_after_the_wait_is_marked_created() -> None:
