@@ -203,8 +203,7 @@ def test_finished_job_completes_and_frees_capacity(
     finish = {"kwok.lattice.breezeml.ai/exit-code": "0", "kwok.lattice.breezeml.ai/run-for": "8s"}
     try:
         world.apply(trainingjob("short", min_size=4, max_size=4, annotations=finish))
-        # Admitted first: applied in the same second, the two would tie on queuedTime and
-        # creation time, and the name order would put "next" first.
+        # `next` is applied once `short` runs, so that it is `next` that waits.
         wait_for(
             lambda: world.sizes().get("short", ("", 0, 0, 0))[1],
             lambda n: n == 4,

@@ -6,8 +6,11 @@ Contract:
   snake_case in Python (``populate_by_name``), unknown fields ignored (``extra="ignore"``), and
   attribute docstrings become schema descriptions (they feed ``kubectl explain``).
 - ``Time`` is a ``metav1.Time``: parsed from RFC 3339, normalised to timezone-aware UTC at second
-  precision, serialised (JSON mode) as ``2026-01-01T00:00:00Z``. ``format_time``/``parse_time`` are
-  the only conversion helpers; nothing else in the code base formats Kubernetes timestamps.
+  precision, serialised (JSON mode) as ``2026-01-01T00:00:00Z``. ``MicroTime`` is a
+  ``metav1.MicroTime``: the same at microsecond precision, ``2026-01-01T00:00:00.000000Z``; the
+  scheduler's time keys use it, so that arrivals within one second keep their order.
+  ``format_time``/``format_micro_time``/``parse_time`` are the only conversion helpers; nothing
+  else in the code base formats Kubernetes timestamps.
 - ``IntOrString``, ``Object`` and ``PodTemplate`` carry the JSON schema the CRD generator needs
   (``x-kubernetes-int-or-string``, ``x-kubernetes-preserve-unknown-fields``).
 
@@ -28,11 +31,14 @@ __all__ = [
     "POD_TEMPLATE_SCHEMA",
     "IntOrString",
     "K8sModel",
+    "MicroTime",
     "Object",
     "ObjectMeta",
     "PodTemplate",
     "Time",
+    "format_micro_time",
     "format_time",
+    "normalize_micro_time",
     "normalize_time",
     "parse_time",
 ]
@@ -63,17 +69,31 @@ def normalize_time(value: datetime) -> datetime:
     return value.astimezone(UTC).replace(microsecond=0)
 
 
+def normalize_micro_time(value: datetime) -> datetime:
+    """Return ``value`` as timezone-aware UTC, microseconds kept (naive means UTC)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
 def format_time(value: datetime) -> str:
     """Format a time the way ``metav1.Time`` does: RFC 3339, UTC, seconds, ``Z`` suffix."""
     return normalize_time(value).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def format_micro_time(value: datetime) -> str:
+    """Format a time the way ``metav1.MicroTime`` does: RFC 3339, UTC, six fraction digits."""
+    return normalize_micro_time(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def parse_time(value: str) -> datetime:
-    """Parse an RFC 3339 timestamp (``Z`` or numeric offset, optional fraction) to UTC seconds."""
+    """Parse an RFC 3339 timestamp (``Z`` or numeric offset, optional fraction) to aware UTC,
+    keeping its fraction to the microsecond (``Time`` fields truncate it; ``MicroTime`` fields
+    keep it)."""
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
-    return normalize_time(datetime.fromisoformat(text))
+    return normalize_micro_time(datetime.fromisoformat(text))
 
 
 Time = Annotated[
@@ -83,6 +103,14 @@ Time = Annotated[
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 """A ``metav1.Time``: UTC, whole seconds, ``2026-01-01T00:00:00Z`` on the wire."""
+
+MicroTime = Annotated[
+    datetime,
+    AfterValidator(normalize_micro_time),
+    PlainSerializer(format_micro_time, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+"""A ``metav1.MicroTime``: UTC, microseconds, ``2026-01-01T00:00:00.000000Z`` on the wire."""
 
 # --------------------------------------------------------------------------- open types
 

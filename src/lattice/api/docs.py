@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from lattice.api.base import IntOrString, Object, ObjectMeta, PodTemplate, Time
+from lattice.api.base import IntOrString, MicroTime, Object, ObjectMeta, PodTemplate, Time
 from lattice.api.common import SchedulingStatus
 from lattice.api.crd import DESCRIPTORS, CRDDescriptor
 
@@ -83,6 +83,7 @@ _SCALARS: dict[Any, str] = {
 # Annotated aliases, compared before unwrapping.
 _ALIASES: tuple[tuple[Any, str], ...] = (
     (Time, f"[Time]({K8S_REF}#time-v1-meta)"),
+    (MicroTime, f"[MicroTime]({K8S_REF}#microtime-v1-meta)"),
     (PodTemplate, f"[PodTemplateSpec]({K8S_REF}#podtemplatespec-v1-core)"),
     (Object, "object"),
     (IntOrString, "IntOrString"),

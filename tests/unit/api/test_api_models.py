@@ -19,6 +19,7 @@ from lattice.api import (
     TrainingJob,
     TrainingJobStatus,
     TrainJob,
+    format_micro_time,
     format_time,
     parse_time,
 )
@@ -180,6 +181,7 @@ def test_scheduling_status_is_flat_on_trainingjob_and_nested_on_kubeflow_kinds()
         "last_exec_time",
         "completion_time",
         "last_resize_time",
+        "admitted_time",
         "last_decision",
         "reason",
         "message",
@@ -196,19 +198,26 @@ def test_scheduling_status_is_flat_on_trainingjob_and_nested_on_kubeflow_kinds()
     assert status.lattice.queue_position == 2
 
 
-def test_status_round_trips_times_as_rfc3339_seconds() -> None:
+def test_status_round_trips_scheduler_times_as_micro_times() -> None:
     now = datetime(2026, 1, 1, 12, 30, 15, 123456, tzinfo=UTC)
     status = TrainingJobStatus(
-        stage=Stage.RUNNING, current_size=3, submit_time=now, attained_service=12.5
+        stage=Stage.RUNNING,
+        current_size=3,
+        submit_time=now,
+        completion_time=now,
+        attained_service=12.5,
     )
     wire = status.to_dict()
     assert wire == {
         "stage": "Running",
         "currentSize": 3,
-        "submitTime": "2026-01-01T12:30:15Z",
+        "submitTime": "2026-01-01T12:30:15.123456Z",
+        "completionTime": "2026-01-01T12:30:15Z",
         "attainedService": 12.5,
     }
-    assert TrainingJobStatus.model_validate(wire).submit_time == now.replace(microsecond=0)
+    parsed = TrainingJobStatus.model_validate(wire)
+    assert parsed.submit_time == now
+    assert parsed.completion_time == now.replace(microsecond=0)
     assert TrainingJobStatus.model_validate({"stage": ""}).stage == Stage.INIT
 
 
@@ -217,7 +226,9 @@ def test_status_round_trips_times_as_rfc3339_seconds() -> None:
     [
         pytest.param("2026-01-01T00:00:00Z", datetime(2026, 1, 1, tzinfo=UTC), id="zulu"),
         pytest.param(
-            "2026-01-01T00:00:00.999999Z", datetime(2026, 1, 1, tzinfo=UTC), id="fraction"
+            "2026-01-01T00:00:00.999999Z",
+            datetime(2026, 1, 1, 0, 0, 0, 999999, tzinfo=UTC),
+            id="fraction",
         ),
         pytest.param("2026-01-01T02:00:00+02:00", datetime(2026, 1, 1, tzinfo=UTC), id="offset"),
         pytest.param("2026-01-01T00:00:00", datetime(2026, 1, 1, tzinfo=UTC), id="naive-is-utc"),
@@ -233,6 +244,8 @@ def test_format_time() -> None:
     local = datetime(2026, 1, 1, 5, 0, 0, 500000, tzinfo=timezone(timedelta(hours=5)))
     assert format_time(local) == "2026-01-01T00:00:00Z"
     assert format_time(parse_time("2026-06-30T23:59:59Z")) == "2026-06-30T23:59:59Z"
+    assert format_micro_time(local) == "2026-01-01T00:00:00.500000Z"
+    assert parse_time("2026-06-30T23:59:59.000123Z").microsecond == 123
 
 
 def test_resources() -> None:

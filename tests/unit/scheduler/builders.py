@@ -96,6 +96,9 @@ class JobBuilder:
     def resized(self, t: datetime | None) -> JobBuilder:
         return self._set(last_resize_time=t)
 
+    def admitted(self, t: datetime | None) -> JobBuilder:
+        return self._set(admitted_time=t)
+
     def pending(self, since: datetime | None) -> JobBuilder:
         return self._set(pending_since=since)
 

@@ -293,6 +293,7 @@ async def test_a_pass_writes_status_then_events_and_metrics() -> None:
             "serviceUpdatedTime": now,
             "lastExecTime": now,
             "lastResizeTime": now,
+            "admittedTime": now,
             "lastDecision": "Admitted with 2 (min 1, max 2)",
         }
     }
@@ -310,7 +311,7 @@ async def test_a_pass_writes_status_then_events_and_metrics() -> None:
     assert h.metric("lattice_scheduler_pass_duration_seconds_count") == 1
 
 
-async def test_nested_scheduling_path_and_now_truncated_to_the_second() -> None:
+async def test_nested_scheduling_path_and_now_kept_to_the_microsecond() -> None:
     nested = FakePlugin("Nested", scheduling_path=("status", "lattice"))
     h = Harness(plugins=[nested])
     await h.clock.advance(1.75)
@@ -320,7 +321,7 @@ async def test_nested_scheduling_path_and_now_truncated_to_the_second() -> None:
     _, _, body = h.client.patches[0]
     assert list(body) == ["status"]
     assert list(body["status"]) == ["lattice"]
-    assert body["status"]["lattice"]["queuedTime"] == ts(1)
+    assert body["status"]["lattice"]["queuedTime"] == ts(1.75)
     assert h.status("a", plugin=nested)["currentSize"] == 1
 
 

@@ -24,7 +24,6 @@ from lattice.scheduler.core import Decision, JobView, NodeView, SchedulerConfig,
 from lattice.scheduler.loop import (
     ContextSource,
     Invalid,
-    floor_now,
     format_time,
     job_view,
     node_views,
@@ -33,6 +32,7 @@ from lattice.scheduler.loop import (
     read_node_selector,
     scheduler_config,
     status_fields,
+    utc_now,
 )
 from lattice.scheduler.loop.snapshot import status_patch, with_status
 
@@ -45,7 +45,7 @@ def at(seconds: float) -> datetime:
 
 
 def ts(seconds: float) -> str:
-    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return at(seconds).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # --------------------------------------------------------------------------- shared fakes
@@ -400,17 +400,20 @@ def test_operator_defaults_are_the_core_defaults() -> None:
 # --------------------------------------------------------------------------- time
 
 
-def test_time_round_trip_and_floor() -> None:
+def test_time_round_trip_keeps_microseconds() -> None:
     assert parse_time("2026-01-01T00:00:05Z") == at(5)
     assert parse_time("2026-01-01T01:00:05+01:00") == at(5)
+    assert parse_time("2026-01-01T00:00:05.250000Z") == at(5.25)
     assert parse_time("garbage") is None
     assert parse_time(None) is None
     assert parse_time("") is None
-    assert format_time(at(5)) == "2026-01-01T00:00:05Z"
+    assert format_time(at(5)) == "2026-01-01T00:00:05.000000Z"
+    assert format_time(at(5.000001)) == "2026-01-01T00:00:05.000001Z"
+    assert parse_time(format_time(at(5.75))) == at(5.75)
     assert format_time(None) is None
-    assert floor_now(at(5.75)) == at(5)
+    assert utc_now(at(5.75)) == at(5.75)
     with pytest.raises(ValueError, match="aware"):
-        floor_now(datetime(2026, 1, 1))  # naive on purpose
+        utc_now(datetime(2026, 1, 1))  # naive on purpose
 
 
 # --------------------------------------------------------------------------- jobs
@@ -557,6 +560,7 @@ def _decision(**fields: Any) -> Decision:
         "last_resize_time": at(10),
         "attained_service": 0.0,
         "service_updated_at": at(10),
+        "admitted_time": at(10),
         "queue_position": 1,
         "reason": "Admitted with 2 (min 1, max 2)",
     }
@@ -581,6 +585,7 @@ def test_status_fields_write_every_scheduler_field() -> None:
         "serviceUpdatedTime": ts(10),
         "lastExecTime": ts(10),
         "lastResizeTime": ts(10),
+        "admittedTime": ts(10),
         "lastDecision": "Admitted with 2 (min 1, max 2)",
     }
 

@@ -12,7 +12,9 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    own (``Completed``, ``Wrong``, anything else) pass through untouched with size 0. A view that
    cannot be scheduled (``JobView.problem()``, e.g. min > max) becomes ``Wrong`` with size 0.
 2. Candidates are ordered by :mod:`lattice.scheduler.core.order`: priority desc, [LAS rank],
-   queued_time, creation_time, namespace/name: a total order. ``LeastAttainedService`` bands
+   queued_time, incumbency (running jobs by ``admitted_time``, then the rest), creation_time,
+   namespace/name: a total order. ``admitted_time`` = now when a job is admitted from 0, None
+   when it stops. ``LeastAttainedService`` bands
    grow exponentially with attained service. A job in band 1 or above queued at least
    ``starvation_limit`` ago (running or not) is *aged*: it ranks after band 0 and before every
    younger job, first come first served among the aged, until it leaves the queue.
@@ -62,7 +64,16 @@ from datetime import datetime, timedelta
 
 from lattice.scheduler.core.effects import capacity_used, next_wakeup, settle
 from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended, format_time
-from lattice.scheduler.core.order import aged_growth_cap, is_aged, las_band, las_rank, order_key
+from lattice.scheduler.core.order import (
+    NOT_RUNNING,
+    OrderKey,
+    aged_growth_cap,
+    incumbency,
+    is_aged,
+    las_band,
+    las_rank,
+    order_key,
+)
 from lattice.scheduler.core.packing import Histogram, Shape, make_shape
 from lattice.scheduler.core.plan import Plan
 from lattice.scheduler.core.state import JobState, to_decision
@@ -70,6 +81,7 @@ from lattice.scheduler.core.types import SchedulerConfig, Snapshot, Stage, Strat
 
 __all__ = ["cooldown_for", "schedule"]
 
+_NEVER = NOT_RUNNING
 _OWNED = frozenset({Stage.NEW, Stage.WAITING, Stage.RUNNING, Stage.REQUEUE_COOLDOWN})
 
 
@@ -104,7 +116,7 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
     all_states = [states[k] for k in keys]
     return Plan(
         decisions={k: to_decision(states[k]) for k in keys},
-        order=tuple(s.view.key for s in ordered),
+        order=_final_order(ordered),
         next_wakeup=next_wakeup(all_states, now=now, config=config),
         capacity_total=total,
         capacity_used=capacity_used(all_states),
@@ -183,6 +195,20 @@ def _order(candidates: list[JobState], *, now: datetime, config: SchedulerConfig
     return sorted(
         candidates, key=lambda s: order_key(s.view, queued_time=s.queued or now, rank=s.rank)
     )
+
+
+def _final_order(ordered: list[JobState]) -> tuple[str, ...]:
+    """The order as the next pass will see it: jobs admitted or stopped in this pass take their
+    new incumbency (rule 2), so that the order of a plan applied and rescheduled is the same."""
+
+    def key(s: JobState) -> OrderKey:
+        running = s.stage == Stage.RUNNING and s.size > 0
+        admitted = incumbency(running=running, admitted_time=s.since)
+        return order_key(s.view, queued_time=s.queued or _NEVER, rank=s.rank, admitted=admitted)
+
+    if all(bool(s.held) == (s.stage == Stage.RUNNING and s.size > 0) for s in ordered):
+        return tuple(s.view.key for s in ordered)
+    return tuple(s.view.key for s in sorted(ordered, key=key))
 
 
 def _admit(

@@ -55,6 +55,7 @@ def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime
     event: Admitted | Grown | Shrunk | None = None
     if not s.held:
         event = Admitted(size=size, min_size=v.min_size, max_size=v.max_size)
+        s.since = now
         if s.updated is None or now > s.updated:
             s.updated = now
     elif size > s.held:

@@ -4,9 +4,19 @@ Candidates are ordered by, in this order (a total order: the last criterion is u
 
 1. priority, higher first;
 2. LAS rank, lower first (``LeastAttainedService`` only; 0 for the FIFO strategies);
-3. ``queued_time``, earlier first;
-4. ``creation_time``, earlier first;
-5. namespace, then name, then the plan key (alphabetical).
+3. ``queued_time``, earlier first (persisted to the microsecond);
+4. incumbency: a running job before one that holds nothing, and running jobs by
+   ``admitted_time``, earlier first (a running job without one, persisted by an older version,
+   counts as admitted before any other);
+5. ``creation_time``, earlier first;
+6. namespace, then name, then the plan key (alphabetical).
+
+Criteria 1-3 are the policy; 4-6 only break ties. Because incumbency comes before every
+tie-break, a running job is never stopped for an equal-priority job that ties with it on the
+policy's keys: only a higher priority, a lower LAS rank or an earlier ``queued_time`` puts a
+job ahead of a running one. Every key is persisted (``admitted_time`` too), so a restarted
+operator reaches the same order; jobs first queued in the same pass share ``queued_time`` and
+are ordered by creation time, then name.
 
 LAS bands (Tiresias-style discretised least-attained-service): band 0 holds jobs with less
 than ``las_first_band`` unit-seconds of service; band ``b`` starts at
@@ -26,21 +36,28 @@ All functions are pure and take ``now`` explicitly.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
-from lattice.scheduler.core.types import JobView, SchedulerConfig
+from lattice.scheduler.core.types import JobView, SchedulerConfig, Stage
 
 __all__ = [
+    "EARLIEST",
+    "NOT_RUNNING",
     "OrderKey",
     "aged_growth_cap",
     "band_upper_bound",
+    "incumbency",
     "is_aged",
     "las_band",
     "las_rank",
     "order_key",
 ]
 
-OrderKey = tuple[int, int, datetime, datetime, str, str, str]
+OrderKey = tuple[int, int, datetime, datetime, datetime, str, str, str]
+
+#: Incumbency keys of a running job without ``admitted_time`` and of a job holding nothing.
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+NOT_RUNNING = datetime.max.replace(tzinfo=UTC)
 
 
 def las_band(attained_service: float, config: SchedulerConfig) -> int:
@@ -79,15 +96,33 @@ def las_rank(band: int, *, aged: bool) -> int:
     return 1 if aged else band + 1
 
 
-def order_key(job: JobView, *, queued_time: datetime, rank: int = 0) -> OrderKey:
+def incumbency(*, running: bool, admitted_time: datetime | None) -> datetime:
+    """Criterion 4 of the order: ``admitted_time`` for a running job, :data:`EARLIEST` when a
+    running job has none, :data:`NOT_RUNNING` for a job that holds nothing."""
+    if not running:
+        return NOT_RUNNING
+    return EARLIEST if admitted_time is None else admitted_time
+
+
+def order_key(
+    job: JobView, *, queued_time: datetime, rank: int = 0, admitted: datetime | None = None
+) -> OrderKey:
     """Sort key of ``job`` (ascending sort = scheduling order); see the module docstring.
 
-    ``queued_time`` is passed explicitly because a pass may (re)queue the job at ``now``.
+    ``queued_time`` is passed explicitly because a pass may (re)queue the job at ``now``;
+    ``admitted`` (criterion 4, see :func:`incumbency`) because a pass may admit or stop it; by
+    default it is the job's own on input.
     """
+    if admitted is None:
+        admitted = incumbency(
+            running=job.stage == Stage.RUNNING and job.current_size > 0,
+            admitted_time=job.admitted_time,
+        )
     return (
         -job.priority,
         rank,
         queued_time,
+        admitted,
         job.creation_time,
         job.namespace,
         job.name,

@@ -36,6 +36,7 @@ STATE_FIELDS: Mapping[str, str] = {
     "last_resize_time": "last_resize_time",
     "attained_service": "attained_service",
     "service_updated_at": "service_updated_at",
+    "admitted_time": "admitted_time",
 }
 
 ACCOUNTING_FIELDS: frozenset[str] = frozenset({"attained_service", "service_updated_at"})
@@ -61,6 +62,7 @@ class Decision(NamedTuple):
     last_resize_time: datetime | None
     attained_service: float
     service_updated_at: datetime | None
+    admitted_time: datetime | None
     queue_position: int | None
     reason: str
     events: tuple[SchedulerEvent, ...] = ()

@@ -127,6 +127,8 @@ class JobView:
     ``pending_since`` is the earliest time a pod of this job has been Pending, as observed by
     the loop (``None`` if no pod is pending); it is only read while the job is ``Running``.
     ``attained_service`` is in unit-seconds, accrued up to ``service_updated_at``.
+    ``admitted_time`` is when the job last went from holding nothing to running (``None`` while it
+    holds nothing); it orders incumbents among jobs that tie on the policy's keys.
     """
 
     key: str
@@ -150,6 +152,7 @@ class JobView:
     pending_since: datetime | None = None
     attained_service: float = 0.0
     service_updated_at: datetime | None = None
+    admitted_time: datetime | None = None
     suspended: bool = False
     finished: bool = False
 

@@ -19,7 +19,6 @@ from lattice.scheduler.loop.context import (
 from lattice.scheduler.loop.runner import RESIZE_BAND, STAGE_LABELS, SchedulerLoop
 from lattice.scheduler.loop.snapshot import (
     Invalid,
-    floor_now,
     format_time,
     is_finished,
     job_view,
@@ -28,6 +27,7 @@ from lattice.scheduler.loop.snapshot import (
     parse_time,
     status_fields,
     takes_capacity,
+    utc_now,
 )
 
 __all__ = [
@@ -36,7 +36,6 @@ __all__ = [
     "ContextSource",
     "Invalid",
     "SchedulerLoop",
-    "floor_now",
     "format_time",
     "is_finished",
     "job_view",
@@ -48,4 +47,5 @@ __all__ = [
     "scheduler_config",
     "status_fields",
     "takes_capacity",
+    "utc_now",
 ]

@@ -101,8 +101,6 @@ from lattice.scheduler.core import (
 from lattice.scheduler.loop.context import ContextSource
 from lattice.scheduler.loop.snapshot import (
     Invalid,
-    ceil_second,
-    floor_now,
     get_path,
     job_signature,
     job_view,
@@ -113,6 +111,7 @@ from lattice.scheduler.loop.snapshot import (
     status_fields,
     status_patch,
     takes_capacity,
+    utc_now,
     with_pods,
     with_status,
 )
@@ -585,7 +584,7 @@ class SchedulerLoop:
         clock = self._clock
         timeouts: list[float] = []
         if self._wakeup is not None:
-            timeouts.append((ceil_second(self._wakeup) - clock.now()).total_seconds())
+            timeouts.append((self._wakeup - clock.now()).total_seconds())
         if self._retry_at is not None:
             timeouts.append(self._retry_at - clock.monotonic())
         if self._resync is not None and self._last_pass is not None:
@@ -727,7 +726,7 @@ class SchedulerLoop:
         without, it returns as soon as they are started (:meth:`run` does that)."""
         started = self._clock.monotonic()
         self._retry_at = None
-        now = floor_now(self._clock.now())
+        now = utc_now(self._clock.now())
         ctx = self._context.current()
         stages: Counter[tuple[str, str]] = Counter()
         nodes = node_views(self._nodes.store.list(), self._foreign_pods.store.list(), ctx)

@@ -2,11 +2,12 @@
 
 Contract (no I/O, no clock, no logging; every function is deterministic in its arguments):
 
-- Times: status times are RFC 3339 strings written at second precision
-  (``%Y-%m-%dT%H:%M:%SZ``). :func:`parse_time` reads any RFC 3339 string to an aware UTC
-  datetime (unparseable -> ``None``); :func:`format_time` writes one. Because only whole seconds
-  persist, the loop calls the core with :func:`floor_now` (``now`` truncated to the second):
-  what is persisted is then exactly what was decided, and a restarted operator reproduces it.
+- Times: the scheduler's status times are RFC 3339 strings at microsecond precision, as
+  ``metav1.MicroTime`` writes them (``%Y-%m-%dT%H:%M:%S.%fZ``), so that jobs arriving within
+  the same second keep their arrival order. :func:`parse_time` reads any RFC 3339 string to an
+  aware UTC datetime (unparseable -> ``None``); :func:`format_time` writes one. The loop calls
+  the core with :func:`utc_now` (``now`` in UTC, microseconds kept): what is persisted is then
+  exactly what was decided, and a restarted operator reproduces it.
 - :func:`node_views`: a node counts when it is Ready, not ``spec.unschedulable``, has no taint
   with effect ``NoSchedule`` or ``NoExecute`` (other taints are ignored) and carries every
   node-selector pair as a label. *GPU mode* (``scheduling_unit`` is a resource name): free units
@@ -42,10 +43,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from lattice.api.base import format_time as _format_time
+from lattice.api.base import format_micro_time
 from lattice.api.base import parse_time as _parse_time
 from lattice.frameworks.base import (
     Demand,
@@ -64,8 +65,6 @@ __all__ = [
     "SHOWN_POSITIONS",
     "TERMINAL_CONDITIONS",
     "Invalid",
-    "ceil_second",
-    "floor_now",
     "format_time",
     "get_path",
     "is_finished",
@@ -81,6 +80,7 @@ __all__ = [
     "status_fields",
     "status_patch",
     "takes_capacity",
+    "utc_now",
     "with_status",
 ]
 
@@ -111,20 +111,15 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def format_time(value: datetime | None) -> str | None:
-    """``%Y-%m-%dT%H:%M:%SZ`` in UTC (sub-seconds dropped); ``None`` stays ``None``."""
-    return None if value is None else _format_time(value)
+    """``%Y-%m-%dT%H:%M:%S.%fZ`` in UTC (a ``MicroTime``); ``None`` stays ``None``."""
+    return None if value is None else format_micro_time(value)
 
 
-def floor_now(now: datetime) -> datetime:
-    """``now`` in UTC, truncated to the whole second (what a status time can hold)."""
+def utc_now(now: datetime) -> datetime:
+    """``now`` in UTC, to the microsecond (what a status time holds)."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
-    return now.astimezone(UTC).replace(microsecond=0)
-
-
-def ceil_second(t: datetime) -> datetime:
-    """``t`` rounded up to the whole second (a wakeup no earlier than ``t`` on a floored clock)."""
-    return t.replace(microsecond=0) + timedelta(seconds=1) if t.microsecond else t
+    return now.astimezone(UTC)
 
 
 # --------------------------------------------------------------------------- nodes
@@ -319,6 +314,7 @@ def job_view(
         pending_since=_pending_since(pods) if stage == Stage.RUNNING else None,
         attained_service=_float(state.get("attainedService")),
         service_updated_at=parse_time(state.get("serviceUpdatedTime")),
+        admitted_time=parse_time(state.get("admittedTime")),
         suspended=demand.suspended,
         finished=is_finished(obj, plugin),
     )
@@ -352,6 +348,7 @@ def status_fields(
         "serviceUpdatedTime": format_time(decision.service_updated_at),
         "lastExecTime": format_time(now) if started else previous.get("lastExecTime"),
         "lastResizeTime": format_time(decision.last_resize_time),
+        "admittedTime": format_time(decision.admitted_time),
         "lastDecision": decision.reason,
     }
 
