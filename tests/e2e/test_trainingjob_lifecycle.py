@@ -30,6 +30,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from lattice.api import parse_time as lattice_parse_time
 from tests.e2e.conftest import OperatorProcess, Pool
 from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World, trainingjob
 from tests.support.cluster import Cluster
@@ -141,7 +142,8 @@ def finish_pod(world: World, pod: str, code: int) -> None:
 
 
 def parse_time(value: str) -> datetime:
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    """A status time: whole seconds (``Time``) or microseconds (the scheduler's ``MicroTime``)."""
+    return lattice_parse_time(value)
 
 
 def metrics_of(op: OperatorProcess) -> str:

@@ -13,8 +13,7 @@ Contract:
   ``"TrainingRuntime/<ns>/<name>"`` / ``"ClusterTrainingRuntime//<name>"`` (the kind comes from
   the informer's resource). It does no I/O and costs O(PriorityClasses + runtimes).
 - ``scheduler_config(settings)`` maps the scheduling settings (seconds) onto ``SchedulerConfig``.
-  The cooldowns are rounded up to whole seconds: ``cooldownTime`` = now + cooldown persists at
-  second precision, and must equal what the core decided.
+  The cooldowns are rounded up to whole seconds, as the seed operator counted them.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Contract:
 - **A pass** (:meth:`SchedulerLoop.run_once`): build a ``Snapshot`` from the informer caches
-  (:mod:`lattice.scheduler.loop.snapshot`), run ``schedule(snapshot, now)`` with ``now`` truncated
-  to the second, then write each job's scheduler block through a JSON merge patch of the status
+  (:mod:`lattice.scheduler.loop.snapshot`), run ``schedule(snapshot, now)`` with ``now`` to the
+  microsecond, then write each job's scheduler block through a JSON merge patch of the status
   subresource at ``plugin.scheduling_path``, carrying ``metadata.resourceVersion``. Only status is
   written: the kind reconcilers turn ``currentSize`` into pods. Writes run concurrently, at most
   ``concurrency`` at a time across passes, let in highest (reconcile) rank first. After each
@@ -53,7 +53,7 @@ Contract:
   or one of our pods; an update that changes the object's ``*_signature`` (see
   :mod:`~lattice.scheduler.loop.snapshot`: updates of the scheduler's own fields, node heartbeats
   and pod status noise do not trigger); a foreign pod that takes capacity (``takes_capacity``)
-  appearing, changing or going. Plus the plan's ``next_wakeup`` (rounded up to the second), the
+  appearing, changing or going. Plus the plan's ``next_wakeup``, the
   retry timer, and a ``resync_period`` safety net.
 - **Coalescing**: ``trigger()`` only sets a flag. The loop waits for the flag or a timer, clears
   the flag, then runs one pass; triggers during a pass cause exactly one more pass.
