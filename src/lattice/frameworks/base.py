@@ -58,6 +58,7 @@ __all__ = [
     "OUR_MANAGERS",
     "Children",
     "ContainerView",
+    "CountsJobs",
     "Demand",
     "InvalidJob",
     "JobNotReady",
@@ -69,6 +70,7 @@ __all__ = [
     "PodView",
     "Problem",
     "Progress",
+    "ReadsRuntimes",
     "RendersStatus",
     "ReplicaCounts",
     "RunPolicyView",
@@ -420,6 +422,26 @@ class RendersStatus(Protocol):
         now: datetime,
     ) -> Obj:
         """The status block to store for the working ``block`` (``stored``: the current one)."""
+        ...
+
+
+@runtime_checkable
+class CountsJobs(Protocol):
+    """Optional plugin capability: upstream metric families that also count the kind's jobs
+    (besides training-operator's ``training_operator_jobs_*_total``), e.g. ``mpi-operator``."""
+
+    @property
+    def counted_by(self) -> tuple[str, ...]: ...
+
+
+@runtime_checkable
+class ReadsRuntimes(Protocol):
+    """Optional plugin capability: the kind's jobs read runtime objects (TrainingRuntime,
+    ClusterTrainingRuntime), so a runtime added, changed or deleted re-enqueues the jobs naming
+    it (a job waiting for its runtime starts once it exists) and wakes the scheduler."""
+
+    def names_runtime(self, obj: Mapping[str, Any], runtime: Mapping[str, Any]) -> bool:
+        """Whether the raw job ``obj`` refers to the raw runtime object ``runtime``."""
         ...
 
 

@@ -191,6 +191,8 @@ class MPIJobPlugin:
     """``JobPlugin[MPIJob]``: stateless; see the module docstring for every rule."""
 
     messages = MPIJobMessages(MPIJOB.kind)
+    #: ``CountsJobs``: mpi-operator's own ``mpi_operator_jobs_*_total`` count MPIJobs too.
+    counted_by = ("mpi-operator",)
 
     @property
     def resource(self) -> Resource:

@@ -280,6 +280,11 @@ class TrainJobPlugin:
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> ResolvedJob:
         return resolve(obj, ctx)
 
+    def names_runtime(self, obj: Mapping[str, Any], runtime: Mapping[str, Any]) -> bool:
+        """``ReadsRuntimes``: ``spec.runtimeRef.name`` is the runtime's name."""
+        ref = (obj.get("spec") or {}).get("runtimeRef") or {}
+        return bool(ref.get("name") == (runtime.get("metadata") or {}).get("name"))
+
     # ----------------------------------------------------------------------- scheduling
 
     def demand(self, job: ResolvedJob, ctx: OperatorContext) -> Demand:
