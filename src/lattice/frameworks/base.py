@@ -26,14 +26,21 @@ Optional capabilities (looked up with ``isinstance``; a plugin without them gets
 - :class:`ObservesChildren` (``observed_children``): adjust the desired children to what is
   observed, e.g. hold a launcher until the workers are ready, or list only the Running workers in a
   hostfile script. ``children`` itself stays a function of (job, size).
-- ``messages`` (a :class:`Messages`): the kind's wording of conditions and events. The default is
-  TrainingJob's; Kubeflow kinds override what upstream words differently.
+- ``messages`` (a :class:`Messages`, ``lattice.frameworks.messages``): the kind's wording of
+  conditions and events. The default is TrainingJob's; Kubeflow kinds override what upstream
+  words differently.
 - :class:`StagesChildren` (``staged_children``): children that must finish before the sized ones
   exist (TrainJob initializers), and finished ones kept at every size.
 - :class:`PinsInputs`: the job reads another object (a TrainJob's runtime); what it read when it
   started is pinned in an owned ConfigMap and parsed from there ever after.
 - :class:`RendersStatus`: the kind's status is not Kubeflow's ``JobStatus``; the reconciler keeps
   its Kubeflow working block and the plugin translates it from and to the stored status.
+- :class:`CountsJobs` (``counted_by``): upstream metric families that also count the kind's jobs.
+- :class:`ReadsRuntimes` (``names_runtime``): a runtime event re-enqueues the jobs naming it.
+
+The protocols live in ``lattice.frameworks.capabilities``, the values in
+``lattice.frameworks.model``; this module re-exports both, so a plugin imports one place. The ML
+policies every kind composes (torch, MPI, MXNet) are in ``lattice.frameworks.policies``.
 
 ``parse`` may also raise :class:`JobNotReady` (an input the job needs does not exist yet): the
 job then waits, unstarted, with a condition saying why, and the scheduler skips it; it is never
@@ -46,11 +53,35 @@ Pods are read through :class:`PodView`, a structural protocol that the informer 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar
 
 from lattice.api.constants import Resource
+from lattice.frameworks.capabilities import (
+    CountsJobs,
+    ObservesChildren,
+    PinsInputs,
+    ReadsRuntimes,
+    RendersStatus,
+    StagesChildren,
+)
+from lattice.frameworks.messages import Messages, messages_of
+from lattice.frameworks.model import (
+    MANAGED_LABEL,
+    NODE_UNIT,
+    OUR_MANAGERS,
+    Children,
+    ContainerView,
+    Demand,
+    InvalidJob,
+    JobNotReady,
+    OperatorContext,
+    PodView,
+    Problem,
+    Progress,
+    ReplicaCounts,
+    RunPolicyView,
+    managed_elsewhere,
+)
 
 __all__ = [
     "MANAGED_LABEL",
@@ -79,197 +110,7 @@ __all__ = [
     "messages_of",
 ]
 
-Obj = dict[str, Any]
 M = TypeVar("M")
-
-#: Every child object Lattice creates carries this label (value "true"); informers select on it.
-MANAGED_LABEL = "lattice.breezeml.ai/managed"
-#: ``managedBy`` values that mean "this operator": upstream's own controller names (we replace
-#: them). Any other value (e.g. ``kueue.x-k8s.io/multikueue``) hands the job to someone else.
-OUR_MANAGERS = frozenset(
-    {
-        "kubeflow.org/training-operator",
-        "kubeflow.org/mpi-operator",
-        "trainer.kubeflow.org/trainjob-controller",
-        "breezeml.ai/lattice",
-    }
-)
-#: ``RESOURCE_SCHEDULING_UNIT`` value meaning "one replica takes one whole node".
-NODE_UNIT = "node"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OperatorContext:
-    """Operator-wide settings and cluster facts the plugins read (values, never clients).
-
-    ``priority_classes`` maps PriorityClass names to values; ``default_priority`` is the value of
-    the globalDefault PriorityClass (0 when there is none). ``runtimes`` maps
-    ``"TrainingRuntime/<ns>/<name>"`` and ``"ClusterTrainingRuntime//<name>"`` to raw objects.
-    """
-
-    scheduling_unit: str = NODE_UNIT
-    node_selector: tuple[tuple[str, str], ...] = ()
-    rdzv_backend: str = ""
-    rdzv_service_endpoint: str = ""
-    rdzv_service_port: str = ""
-    checkpoint_type: str = "remote"
-    checkpoint_service_endpoint: str = ""
-    checkpoint_service_port: str = ""
-    priority_classes: Mapping[str, int] = field(default_factory=dict)
-    default_priority: int = 0
-    runtimes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-
-    @property
-    def node_mode(self) -> bool:
-        """Whether a replica takes one whole node (``RESOURCE_SCHEDULING_UNIT=node``)."""
-        return self.scheduling_unit == NODE_UNIT
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """One reason a job is invalid: the field path (``spec.replicaSpecs...``) and the rule."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-
-class InvalidJob(Exception):
-    """Raised by ``parse`` for a job the operator cannot run; carries every problem found."""
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("; ".join(str(p) for p in self.problems))
-
-
-class JobNotReady(Exception):
-    """Raised by ``parse`` when an input of the job is missing or unusable for now (a runtime):
-    the job waits with condition reason ``reason`` and ``message``; it is never failed for it."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        self.reason = reason
-        self.message = message
-        super().__init__(message)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Demand:
-    """What the scheduler needs from one job (see ``lattice.scheduler.core.types.JobView``)."""
-
-    priority: int = 0
-    min_size: int = 1
-    max_size: int = 1
-    fixed_pods: tuple[int, ...] = ()
-    replica_units: int = 1
-    suspended: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunPolicyView:
-    """The kind's run policy, normalised (Kubeflow ``runPolicy`` semantics).
-
-    ``service_cleanup``: which Services the clean-up of a finished job deletes along with the
-    pods (unless ``clean_pod_policy`` is None): ``All`` of them; ``WithPods``, the Service named
-    like each deleted pod (training-operator); ``None`` (mpi-operator cleans only the workers
-    and keeps its one Service).
-    """
-
-    clean_pod_policy: str = "None"  # All | Running | None
-    ttl_seconds_after_finished: int | None = None
-    active_deadline_seconds: int | None = None
-    backoff_limit: int | None = None
-    service_cleanup: str = "All"  # All | WithPods | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Children:
-    """The desired child objects of a job, as complete manifests.
-
-    The reconciler creates what is missing and deletes owned objects no longer desired. Pods,
-    Services, Secrets and batch Jobs are never updated once created (a Secret holding generated
-    material is create-only); a ConfigMap whose ``data`` differs is updated in place (the MPI
-    hostfile follows the running workers).
-    """
-
-    pods: tuple[Obj, ...] = ()
-    services: tuple[Obj, ...] = ()
-    config_maps: tuple[Obj, ...] = ()
-    secrets: tuple[Obj, ...] = ()
-    jobs: tuple[Obj, ...] = ()
-
-
-class ContainerView(Protocol):
-    """One container's observed state (``lattice.runtime.projections.ContainerInfo``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def restart_count(self) -> int: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def reason(self) -> str | None: ...
-    @property
-    def exit_code(self) -> int | None: ...
-    @property
-    def last_exit_code(self) -> int | None: ...
-
-
-class PodView(Protocol):
-    """One observed child pod (``lattice.runtime.projections.PodInfo``)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def phase(self) -> str: ...
-    @property
-    def reason(self) -> str | None: ...
-    @property
-    def disruption(self) -> str | None: ...
-    @property
-    def ready(self) -> bool: ...
-    @property
-    def node_name(self) -> str | None: ...
-    @property
-    def replica_type(self) -> str | None: ...
-    @property
-    def replica_index(self) -> int | None: ...
-    @property
-    def containers(self) -> Sequence[ContainerView]: ...
-    @property
-    def creation_timestamp(self) -> datetime | None: ...
-    @property
-    def deletion_timestamp(self) -> datetime | None: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicaCounts:
-    """Kubeflow ``replicaStatuses[type]``: pods active, succeeded and failed."""
-
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Progress:
-    """The kind's status rules applied to the observed pods.
-
-    ``running``: every desired pod is running (the Running condition). ``succeeded`` /
-    ``failed`` (a message) end the job. ``restarting``: failed pods are being recreated
-    (``recreate`` names them; the reconciler deletes them and counts a restart against
-    ``backoffLimit``). ``replicas`` feeds ``replicaStatuses``.
-    """
-
-    replicas: Mapping[str, ReplicaCounts] = field(default_factory=dict)
-    running: bool = False
-    succeeded: bool = False
-    failed: str | None = None
-    failed_reason: str | None = None
-    restarting: bool = False
-    recreate: tuple[str, ...] = ()
 
 
 class JobPlugin(Protocol[M]):
@@ -327,207 +168,3 @@ class JobPlugin(Protocol[M]):
         raw objects keyed ``"<Kind>/<name>"``, e.g. ``"Job/pi-launcher"``.
         """
         ...
-
-
-@runtime_checkable
-class ObservesChildren(Protocol):
-    """Optional plugin capability: refine the desired children with what is observed."""
-
-    def observed_children(
-        self,
-        job: Any,
-        desired: Children,
-        *,
-        pods: Sequence[PodView],
-        others: Mapping[str, Mapping[str, Any]],
-    ) -> Children:
-        """``desired`` (``children(job, size)``) adjusted to the observed, non-deleted ``pods`` and
-        the other children ``others`` (keyed ``"<Kind>/<name>"``, as in ``progress``).
-
-        Whatever it drops that already exists is deleted by the reconciler, so a gate must keep
-        an object once it exists.
-        """
-        ...
-
-
-@runtime_checkable
-class StagesChildren(Protocol):
-    """Optional plugin capability: children that run to completion before the sized ones."""
-
-    def staged_children(
-        self,
-        job: Any,
-        desired: Children,
-        *,
-        size: int,
-        pods: Sequence[PodView],
-        ctx: OperatorContext,
-    ) -> Children:
-        """``desired`` (``children(job, size)``) with the staged pods first: at ``size`` > 0 the
-        staged pods, and the sized pods only once every staged pod Succeeded; at 0 the staged pods
-        that already Succeeded (kept, never created). ``pods`` are the observed, undeleted ones."""
-        ...
-
-
-@runtime_checkable
-class PinsInputs(Protocol):
-    """Optional plugin capability: pin the inputs ``parse`` read (a runtime) when the job starts.
-
-    The reconciler creates the ``pin`` ConfigMap (owned by the job) before the job's first pods,
-    keeps it while the job lives, and parses with ``parse_pinned`` whenever it exists, so editing
-    or deleting the input never changes a started job.
-    """
-
-    def pinned_name(self, obj: Mapping[str, Any]) -> str:
-        """The name of the job's pin ConfigMap."""
-        ...
-
-    def pin(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Obj | None:
-        """The pin ConfigMap recording what ``parse(obj, ctx)`` read (None: nothing to pin)."""
-        ...
-
-    def parse_pinned(
-        self, obj: Mapping[str, Any], pinned: Mapping[str, Any], ctx: OperatorContext
-    ) -> Any:
-        """``parse`` over the pinned inputs (``pinned`` is the observed ConfigMap)."""
-        ...
-
-
-@runtime_checkable
-class RendersStatus(Protocol):
-    """Optional plugin capability: the kind stores its own status shape at ``exec_path``.
-
-    The reconciler works on a Kubeflow-style block (conditions ``Created``, ``Running``,
-    ``Succeeded``, ``Failed``, ``Suspended``...); ``read_status`` derives that block from the
-    stored status, ``render_status`` turns it back into the stored shape, and
-    ``observed_status`` adds the kind's own observed fields (e.g. ``jobsStatus``).
-    """
-
-    def read_status(self, stored: Mapping[str, Any]) -> Obj:
-        """The Kubeflow working block for the stored status block."""
-        ...
-
-    def observed_status(
-        self, job: Any, *, size: int, pods: Sequence[PodView], suspended: bool
-    ) -> Obj:
-        """Fields of the kind's status computed from the observed pods."""
-        ...
-
-    def render_status(
-        self,
-        block: Mapping[str, Any],
-        *,
-        stored: Mapping[str, Any],
-        generation: int | None,
-        now: datetime,
-    ) -> Obj:
-        """The status block to store for the working ``block`` (``stored``: the current one)."""
-        ...
-
-
-@runtime_checkable
-class CountsJobs(Protocol):
-    """Optional plugin capability: upstream metric families that also count the kind's jobs
-    (besides training-operator's ``training_operator_jobs_*_total``), e.g. ``mpi-operator``."""
-
-    @property
-    def counted_by(self) -> tuple[str, ...]: ...
-
-
-@runtime_checkable
-class ReadsRuntimes(Protocol):
-    """Optional plugin capability: the kind's jobs read runtime objects (TrainingRuntime,
-    ClusterTrainingRuntime), so a runtime added, changed or deleted re-enqueues the jobs naming
-    it (a job waiting for its runtime starts once it exists) and wakes the scheduler."""
-
-    def names_runtime(self, obj: Mapping[str, Any], runtime: Mapping[str, Any]) -> bool:
-        """Whether the raw job ``obj`` refers to the raw runtime object ``runtime``."""
-        ...
-
-
-class Messages:
-    """How a kind words its conditions and events; the defaults are TrainingJob's.
-
-    A plugin may expose a ``messages`` attribute holding an instance of a subclass; every method is
-    pure. ``ns``/``name`` are the job's namespace and name.
-    """
-
-    #: Event type of the ``<Kind>Failed`` (and backoff/deadline) events.
-    failed_event_type = "Warning"
-    #: Whether setting the Created condition also records a ``<Kind>Created`` event.
-    created_event = False
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def created(self, ns: str, name: str) -> str:
-        return f"{self.kind} {ns}/{name} is created."
-
-    def running(self, ns: str, name: str) -> str:
-        return f"{self.kind} {ns}/{name} is running."
-
-    def running_event(self, ns: str, name: str) -> str | None:
-        """The note of a ``<Kind>Running`` event when Running turns True (None: no event)."""
-        del ns, name
-        return None
-
-    def succeeded(self, ns: str, name: str) -> str:
-        return f"{self.kind} {ns}/{name} successfully completed."
-
-    def suspended(self, ns: str, name: str) -> str:
-        """Suspended=True (reason ``<Kind>Suspended``) and its event."""
-        return f"{self.kind} {ns}/{name} is suspended."
-
-    def suspended_running(self, ns: str, name: str) -> str:
-        """Running=False (reason ``<Kind>Suspended``) of a job the user suspended."""
-        return self.suspended(ns, name)
-
-    def resumed(self, ns: str, name: str) -> str:
-        return f"{self.kind} {ns}/{name} is resumed."
-
-    def backoff_exceeded(self, ns: str, name: str) -> tuple[str, str]:
-        """(reason, message) of the Failed condition when backoffLimit is exceeded."""
-        message = f"{self.kind} {ns}/{name} has failed because it has reached the specified "
-        return "BackoffLimitExceeded", message + "backoff limit"
-
-    def deadline_exceeded(self, ns: str, name: str) -> tuple[str, str]:
-        """(reason, message) of the Failed condition when activeDeadlineSeconds has passed."""
-        message = f"{self.kind} {ns}/{name} has failed because it was active longer than "
-        return "DeadlineExceeded", message + "specified deadline"
-
-    def restarting(self, ns: str, name: str, recreated: Sequence[PodView]) -> str:
-        """Restarting=True (reason ``<Kind>Restarting``) when ``recreated`` pods are replaced."""
-        return f"{self.kind} {ns}/{name} is restarting because {len(recreated)} pod(s) failed."
-
-    def exited(self, ns: str, pod: PodView) -> str | None:
-        """The note of an ``ExitedWithCode`` event for a pod being recreated (None: no event)."""
-        del ns, pod
-        return None
-
-    def never_running(self, ns: str, name: str) -> str | None:
-        """The message of a ``Running=False`` condition (reason ``<Kind>Running``) added to a job
-        that finishes without ever having been Running (None: no such condition)."""
-        del ns, name
-        return None
-
-
-def messages_of(plugin: Any) -> Messages:
-    """The plugin's :class:`Messages`, or the defaults for its kind."""
-    found = getattr(plugin, "messages", None)
-    return found if isinstance(found, Messages) else Messages(plugin.resource.kind)
-
-
-def managed_elsewhere(obj: Mapping[str, Any]) -> bool:
-    """Whether ``spec.runPolicy.managedBy`` / ``spec.managedBy`` names another controller.
-
-    Upstream controllers ignore such jobs entirely (no children, no status); so do the
-    reconciler and the scheduler.
-    """
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
-        return False
-    run_policy = spec.get("runPolicy")
-    value = run_policy.get("managedBy") if isinstance(run_policy, Mapping) else None
-    if value is None:
-        value = spec.get("managedBy")
-    return isinstance(value, str) and bool(value) and value not in OUR_MANAGERS

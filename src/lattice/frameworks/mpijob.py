@@ -70,7 +70,7 @@ from lattice.api.constants import (
     REPLICA_WORKER,
     Resource,
 )
-from lattice.api.mpijob import LauncherCreationPolicy, MPIImplementation, MPIJob
+from lattice.api.mpijob import LauncherCreationPolicy, MPIJob
 from lattice.frameworks.base import (
     MANAGED_LABEL,
     Children,
@@ -83,22 +83,13 @@ from lattice.frameworks.base import (
     ReplicaCounts,
     RunPolicyView,
 )
-from lattice.frameworks.pods import (
-    SSH_PRIVATE_KEY,
-    SSH_PUBLIC_KEY,
-    container_units,
-    job_priority,
-    owner_reference,
-    pod_manifest,
-    pod_restart_policy,
-    priority_problems,
-    ssh_auth_secret,
-    template_containers,
-    unit_problems,
-    validated,
-    with_env,
-    with_placement,
-)
+from lattice.frameworks.kubeflow import job_priority, priority_problems, validated
+from lattice.frameworks.manifests import pod_manifest, template_containers
+from lattice.frameworks.naming import object_meta, owner_reference
+from lattice.frameworks.podspec import pod_restart_policy, with_env, with_placement
+from lattice.frameworks.policies import mpi
+from lattice.frameworks.policies.mpi import CONFIG_MOUNT_PATH, ssh_auth_secret
+from lattice.frameworks.units import container_units, unit_problems
 
 __all__ = [
     "CONFIG_MOUNT_PATH",
@@ -114,11 +105,9 @@ Obj = dict[str, Any]
 
 #: ``training.kubeflow.org/operator-name`` of MPIJob pods (mpi-operator's ``OperatorName``).
 OPERATOR_NAME = "mpi-operator"
-CONFIG_MOUNT_PATH = "/etc/mpi"
 _HOSTFILE = "hostfile"
 _DISCOVER = "discover_hosts.sh"
 _ROOT_SSH = "/root/.ssh"
-_RSH_ARGS = "-o ConnectionAttempts=10"
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _SPECS = "spec.mpiReplicaSpecs"
 _ALLOWED_RESTART = (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE)
@@ -140,12 +129,14 @@ def _fqdn(job: MPIJob, host: str, cluster_domain: str) -> str:
 
 def hostfile(job: MPIJob, *, cluster_domain: str = "") -> str:
     """The ``hostfile``: one line per worker (the launcher first with runLauncherAsWorker)."""
-    name, slots = job.metadata.name or "", job.spec.slots_per_worker
+    name = job.metadata.name or ""
     hosts = [f"{name}-launcher"] if job.spec.run_launcher_as_worker else []
     hosts += [f"{name}-worker-{i}" for i in range(_workers(job))]
-    openmpi = job.spec.mpi_implementation == MPIImplementation.OPENMPI
-    fmt = "{} slots={}\n" if openmpi else "{}:{}\n"
-    return "".join(fmt.format(_fqdn(job, h, cluster_domain), slots) for h in hosts)
+    return mpi.hostfile(
+        (_fqdn(job, h, cluster_domain) for h in hosts),
+        slots=job.spec.slots_per_worker,
+        implementation=job.spec.mpi_implementation,
+    )
 
 
 def discover_hosts(job: MPIJob, running: Iterable[str], *, cluster_domain: str = "") -> str:
@@ -375,11 +366,7 @@ def _containers(spec: ReplicaSpec | None) -> list[Obj]:
 
 
 def _object(kind: str, name: str, namespace: str | None, labels: Obj, owner: Obj) -> Obj:
-    meta: Obj = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = dict(labels)
-    meta["ownerReferences"] = [dict(owner)]
+    meta = object_meta(name=name, namespace=namespace, labels=labels, owner=owner)
     api_version = "batch/v1" if kind == "Job" else "v1"
     return {"apiVersion": api_version, "kind": kind, "metadata": meta}
 
@@ -398,17 +385,9 @@ def _pod_labels(job: MPIJob, role: str, index: str | None) -> dict[str, str]:
 
 def _with_ssh(job: MPIJob, spec: Obj, container: Obj) -> None:
     """Mount the ssh Secret at ``sshAuthMountPath`` in ``container`` (mutates the copies)."""
-    secret: Obj = {
-        "secretName": f"{job.metadata.name}-ssh",
-        "items": [
-            {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
-            {"key": SSH_PUBLIC_KEY, "path": "id_rsa.pub"},
-            {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
-        ],
-    }
-    if job.spec.ssh_auth_mount_path == _ROOT_SSH:
-        secret["defaultMode"] = 0o600
-    spec["volumes"] = [*(spec.get("volumes") or ()), {"name": "ssh-auth", "secret": secret}]
+    mode = 0o600 if job.spec.ssh_auth_mount_path == _ROOT_SSH else None
+    volume = mpi.ssh_volume(volume="ssh-auth", secret=f"{job.metadata.name}-ssh", default_mode=mode)
+    spec["volumes"] = [*(spec.get("volumes") or ()), volume]
     mount = {"name": "ssh-auth", "mountPath": job.spec.ssh_auth_mount_path}
     container["volumeMounts"] = [*(container.get("volumeMounts") or ()), mount]
 
@@ -450,24 +429,10 @@ def _worker_pod(job: MPIJob, index: int, *, owner: Obj, ctx: OperatorContext) ->
 
 
 def _launcher_env(job: MPIJob) -> list[tuple[str, str]]:
-    slots, path = str(job.spec.slots_per_worker), f"{CONFIG_MOUNT_PATH}/{_HOSTFILE}"
-    env = [("K_MPI_JOB_ROLE", "launcher")]
+    path = f"{CONFIG_MOUNT_PATH}/{_HOSTFILE}"
     impl = job.spec.mpi_implementation
-    if impl == MPIImplementation.OPENMPI:
-        env += [
-            ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-            ("OMPI_MCA_orte_default_hostfile", path),
-            ("OMPI_MCA_plm_rsh_args", _RSH_ARGS),
-            ("OMPI_MCA_orte_set_default_slots", slots),
-        ]
-    elif impl == MPIImplementation.INTEL:
-        env += [
-            ("I_MPI_HYDRA_HOST_FILE", path),
-            ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", _RSH_ARGS),
-            ("I_MPI_PERHOST", slots),
-        ]
-    else:
-        env += [("HYDRA_HOST_FILE", path), ("HYDRA_LAUNCH_EXTRA_ARGS", _RSH_ARGS)]
+    env = [("K_MPI_JOB_ROLE", "launcher")]
+    env += mpi.launcher_env(impl, hostfile=path, slots=job.spec.slots_per_worker).items()
     if not job.spec.run_launcher_as_worker:
         env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
     return env

@@ -79,25 +79,13 @@ from lattice.frameworks.base import (
     ReplicaCounts,
     RunPolicyView,
 )
-from lattice.frameworks.pods import (
-    child_name,
-    container_units,
-    go_json,
-    headless_service,
-    is_retryable_exit_code,
-    job_priority,
-    owner_reference,
-    pod_manifest,
-    pod_restart_policy,
-    priority_problems,
-    replica_labels,
-    run_policy_view,
-    template_containers,
-    unit_problems,
-    validated,
-    with_env,
-    with_placement,
-)
+from lattice.frameworks.failures import is_retryable_exit_code
+from lattice.frameworks.kubeflow import job_priority, priority_problems, run_policy_view, validated
+from lattice.frameworks.manifests import headless_service, pod_manifest, template_containers
+from lattice.frameworks.naming import child_name, owner_reference, replica_labels
+from lattice.frameworks.podspec import pod_restart_policy, with_env, with_placement
+from lattice.frameworks.policies import mxnet
+from lattice.frameworks.units import container_units, unit_problems
 
 __all__ = [
     "CONTAINER_NAME",
@@ -162,42 +150,20 @@ def _port(spec: MXReplicaSpec) -> int:
 
 
 def mx_config(job: MXJob, replica_type: str, index: int) -> Obj:
-    """``MX_CONFIG`` of pod ``index`` of ``replica_type`` (serialise with ``pods.go_json``)."""
+    """``MX_CONFIG`` of pod ``index`` of ``replica_type`` (serialise with ``manifests.go_json``)."""
     return {**_cluster_spec(job), "task": {"type": replica_type.lower(), "index": index}}
 
 
 def _cluster_spec(job: MXJob) -> Obj:
-    """The pod-independent part of ``MX_CONFIG``: ``cluster`` and ``labels``, keys sorted."""
+    """The pod-independent part of ``MX_CONFIG`` (``mxnet.cluster_spec``)."""
     name = job.metadata.name or ""
-    cluster: Obj = {}
-    labels: Obj = {}
-    for rtype, spec in sorted(_types(job), key=lambda ts: ts[0].lower()):
-        port = _port(spec)
-        cluster[rtype.lower()] = [
-            {"url": child_name(name, rtype, i), "port": port} for i in range(_replicas(spec))
-        ]
+    replicas = []
+    for rtype, spec in _types(job):
         annotations = (spec.template.get("metadata") or {}).get("annotations") or {}
-        labels[rtype.lower()] = str(annotations.get(TUNER_SERVER_KEY, ""))
-    return {"cluster": cluster, "labels": labels}
-
-
-def _env(shared: Obj, replica_type: str, index: int) -> list[tuple[str, str]]:
-    """Every variable of pod ``index`` of ``replica_type``; ``shared`` is ``_cluster_spec``."""
-    cluster = shared["cluster"]
-    root = (cluster.get(REPLICA_SCHEDULER.lower()) or [{"url": "", "port": 0}])[0]
-    task = {"type": replica_type.lower(), "index": index}
-    env = [
-        ("MX_CONFIG", go_json({**shared, "task": task})),
-        ("DMLC_PS_ROOT_PORT", str(root["port"])),
-        ("DMLC_PS_ROOT_URI", root["url"]),
-        ("DMLC_NUM_SERVER", str(len(cluster.get(REPLICA_SERVER.lower(), ())))),
-        ("DMLC_NUM_WORKER", str(len(cluster.get(REPLICA_WORKER.lower(), ())))),
-        ("DMLC_ROLE", replica_type.lower()),
-        ("DMLC_USE_KUBERNETES", "1"),
-    ]
-    if replica_type == REPLICA_WORKER:
-        env.append(("DMLC_WORKER_ID", str(index)))
-    return env
+        hosts = tuple(child_name(name, rtype, i) for i in range(_replicas(spec)))
+        key = str(annotations.get(TUNER_SERVER_KEY, ""))
+        replicas.append(mxnet.ReplicaHosts(rtype, hosts, _port(spec), key))
+    return mxnet.cluster_spec(replicas)
 
 
 class MXJobMessages(Messages):
@@ -324,7 +290,7 @@ class MXJobPlugin:
             base = with_placement(base, ctx)
             for index in range(_replicas(spec)):
                 pod_name = child_name(name, rtype, index)
-                env = _env(shared, rtype, index)
+                env = mxnet.mx_env(shared, rtype, index)
                 labels = replica_labels(
                     job_name=name,
                     replica_type=rtype,

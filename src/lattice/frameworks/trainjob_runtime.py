@@ -57,13 +57,9 @@ from lattice.api.runtime import (
 )
 from lattice.api.trainjob import PodSpecOverride, RuntimeKind, TrainJob
 from lattice.frameworks.base import InvalidJob, JobNotReady, OperatorContext, Problem
-from lattice.frameworks.pods import (
-    priority_problems,
-    quantity_units,
-    template_containers,
-    unit_problems,
-    validation_problems,
-)
+from lattice.frameworks.kubeflow import priority_problems, validation_problems
+from lattice.frameworks.manifests import template_containers
+from lattice.frameworks.units import quantity_units, unit_problems
 
 __all__ = [
     "ANCESTOR_DATASET",

@@ -23,7 +23,7 @@ from lattice.frameworks.base import (
     RunPolicyView,
     managed_elsewhere,
 )
-from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY
+from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.trainjob import (
     TrainJobPlugin,
     hostfile,

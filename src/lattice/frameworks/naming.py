@@ -1,0 +1,82 @@
+"""Names, labels and owner references of a job's children.
+
+Contract (pure):
+- Child names are ``<job>-<replica type, lower case>-<index>`` (``/`` becomes ``-``), as
+  training-operator's ``GenGeneralName``.
+- ``replica_labels`` gives the ``training.kubeflow.org/*`` labels upstream puts on pods and
+  Services (``replica-type`` in lower case), ``job-role: master`` when asked, plus
+  ``MANAGED_LABEL: "true"``. ``replica_selector`` is the subset that picks exactly one pod.
+- ``owner_reference`` is the controller ownerReference every child carries; ``object_meta`` the
+  metadata of a child that is not built from a template (name, namespace when set, labels, the
+  owner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lattice.api.constants import (
+    LABEL_JOB_NAME,
+    LABEL_JOB_ROLE,
+    LABEL_OPERATOR_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+)
+from lattice.frameworks.model import MANAGED_LABEL
+
+__all__ = ["child_name", "object_meta", "owner_reference", "replica_labels", "replica_selector"]
+
+Obj = dict[str, Any]
+
+
+def child_name(job_name: str, replica_type: str, index: int) -> str:
+    """``<job>-<replica type, lower case>-<index>``, e.g. ``a-worker-0``."""
+    return f"{job_name}-{replica_type.lower()}-{index}".replace("/", "-")
+
+
+def owner_reference(*, api_version: str, kind: str, name: str, uid: str) -> Obj:
+    """The controller ownerReference children carry (garbage-collected with the job)."""
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def replica_selector(*, job_name: str, replica_type: str, index: int) -> dict[str, str]:
+    """The labels that select exactly the pod ``index`` of ``replica_type`` of the job."""
+    return {
+        LABEL_JOB_NAME: job_name,
+        LABEL_REPLICA_TYPE: replica_type.lower(),
+        LABEL_REPLICA_INDEX: str(index),
+    }
+
+
+def replica_labels(
+    *, job_name: str, replica_type: str, index: int, operator_name: str, master: bool = False
+) -> dict[str, str]:
+    """Every label Lattice puts on a replica's pod and Service."""
+    labels = {
+        LABEL_OPERATOR_NAME: operator_name,
+        **replica_selector(job_name=job_name, replica_type=replica_type, index=index),
+        MANAGED_LABEL: "true",
+    }
+    if master:
+        labels[LABEL_JOB_ROLE] = "master"
+    return labels
+
+
+def object_meta(
+    *, name: str, namespace: str | None, labels: Mapping[str, str], owner: Mapping[str, Any]
+) -> Obj:
+    """``metadata`` of a child: its name, the namespace when set, ``labels`` and ``owner``."""
+    meta: Obj = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(labels)
+    meta["ownerReferences"] = [dict(owner)]
+    return meta
