@@ -10,6 +10,10 @@ Contract (pure):
   ``lattice.breezeml.ai/priority``, else ``ctx.default_priority``; ``priority_problems`` names a
   non-integer annotation.
 - ``run_policy_view``: a Kubeflow ``runPolicy`` as a :class:`RunPolicyView`.
+- ``KubeflowStatus``: where the Kubeflow kinds (MPIJob, MXJob, TrainJob) keep their state: the
+  upstream status at ``status`` and the scheduler's block at ``status.lattice``; a job the
+  scheduler stopped shows ``Suspended=True`` (reason ``Preempted``), as Kubeflow kinds show an
+  external stop.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from lattice.frameworks.model import InvalidJob, OperatorContext, Problem, RunPo
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 __all__ = [
+    "KubeflowStatus",
     "job_priority",
     "priority_problems",
     "run_policy_view",
@@ -102,3 +107,11 @@ def run_policy_view(policy: RunPolicy, *, service_cleanup: str = "All") -> RunPo
         backoff_limit=policy.backoff_limit,
         service_cleanup=service_cleanup,
     )
+
+
+class KubeflowStatus:
+    """The status layout plugin attributes of the Kubeflow kinds (a mixin)."""
+
+    scheduling_path: tuple[str, ...] = ("status", "lattice")
+    exec_path: tuple[str, ...] = ("status",)
+    preempted_condition: str = "Suspended"

@@ -53,26 +53,21 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
 
 from __future__ import annotations
 
-import copy
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lattice.api.common import ReplicaSpec, RestartPolicy
+from lattice.api.common import RestartPolicy
 from lattice.api.constants import (
-    LABEL_JOB_NAME,
-    LABEL_JOB_ROLE,
-    LABEL_OPERATOR_NAME,
-    LABEL_REPLICA_INDEX,
     MPI_REPLICA_TYPES,
     MPIJOB,
     REPLICA_LAUNCHER,
     REPLICA_WORKER,
     Resource,
 )
-from lattice.api.mpijob import LauncherCreationPolicy, MPIJob
+from lattice.api.mpijob import MPIJob
+from lattice.frameworks import mpijob_children
 from lattice.frameworks.base import (
-    MANAGED_LABEL,
     Children,
     Demand,
     Messages,
@@ -83,12 +78,17 @@ from lattice.frameworks.base import (
     ReplicaCounts,
     RunPolicyView,
 )
-from lattice.frameworks.kubeflow import job_priority, priority_problems, validated
-from lattice.frameworks.manifests import pod_manifest, template_containers
-from lattice.frameworks.naming import object_meta, owner_reference
-from lattice.frameworks.podspec import pod_restart_policy, with_env, with_placement
-from lattice.frameworks.policies import mpi
-from lattice.frameworks.policies.mpi import CONFIG_MOUNT_PATH, ssh_auth_secret
+from lattice.frameworks.kubeflow import KubeflowStatus, job_priority, priority_problems, validated
+from lattice.frameworks.mpijob_children import (
+    OPERATOR_NAME,
+    discover_hosts,
+    hostfile,
+    namespace_of,
+    replica_containers,
+    workers_of,
+    workers_ready,
+)
+from lattice.frameworks.policies.mpi import CONFIG_MOUNT_PATH
 from lattice.frameworks.units import container_units, unit_problems
 
 __all__ = [
@@ -103,56 +103,9 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-#: ``training.kubeflow.org/operator-name`` of MPIJob pods (mpi-operator's ``OperatorName``).
-OPERATOR_NAME = "mpi-operator"
-_HOSTFILE = "hostfile"
-_DISCOVER = "discover_hosts.sh"
-_ROOT_SSH = "/root/.ssh"
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _SPECS = "spec.mpiReplicaSpecs"
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ALLOWED_RESTART = (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE)
-
-
-def _workers(job: MPIJob) -> int:
-    worker = job.spec.worker
-    return (worker.replicas or 0) if worker is not None else 0
-
-
-def _namespace(job: MPIJob) -> str:
-    return job.metadata.namespace or "default"
-
-
-def _fqdn(job: MPIJob, host: str, cluster_domain: str) -> str:
-    fqdn = f"{host}.{job.metadata.name}.{_namespace(job)}.svc"
-    return f"{fqdn}.{cluster_domain}" if cluster_domain else fqdn
-
-
-def hostfile(job: MPIJob, *, cluster_domain: str = "") -> str:
-    """The ``hostfile``: one line per worker (the launcher first with runLauncherAsWorker)."""
-    name = job.metadata.name or ""
-    hosts = [f"{name}-launcher"] if job.spec.run_launcher_as_worker else []
-    hosts += [f"{name}-worker-{i}" for i in range(_workers(job))]
-    return mpi.hostfile(
-        (_fqdn(job, h, cluster_domain) for h in hosts),
-        slots=job.spec.slots_per_worker,
-        implementation=job.spec.mpi_implementation,
-    )
-
-
-def discover_hosts(job: MPIJob, running: Iterable[str], *, cluster_domain: str = "") -> str:
-    """``discover_hosts.sh`` echoing the launcher (runLauncherAsWorker) and the ``running``
-    worker pods, sorted by name (mpi-operator keeps it in sync with the Running workers)."""
-    name = job.metadata.name or ""
-    hosts = [f"{name}-launcher"] if job.spec.run_launcher_as_worker else []
-    hosts += sorted(running)
-    return "#!/bin/sh\n" + "".join(f"echo {_fqdn(job, h, cluster_domain)}\n" for h in hosts)
-
-
-def workers_ready(job: MPIJob, pods: Sequence[PodView]) -> bool:
-    """WaitForWorkersReady's gate: every desired worker exists, undeleted, and is Ready."""
-    name = job.metadata.name or ""
-    ready = {p.name for p in pods if p.deletion_timestamp is None and p.ready}
-    return all(f"{name}-worker-{i}" in ready for i in range(_workers(job)))
 
 
 class MPIJobMessages(Messages):
@@ -178,29 +131,14 @@ class MPIJobMessages(Messages):
         return f"MPIJob {ns}/{name} is finished but Running condition was never set."
 
 
-class MPIJobPlugin:
+class MPIJobPlugin(KubeflowStatus):
     """``JobPlugin[MPIJob]``: stateless; see the module docstring for every rule."""
 
     messages = MPIJobMessages(MPIJOB.kind)
     #: ``CountsJobs``: mpi-operator's own ``mpi_operator_jobs_*_total`` count MPIJobs too.
     counted_by = ("mpi-operator",)
 
-    @property
-    def resource(self) -> Resource:
-        return MPIJOB
-
-    @property
-    def scheduling_path(self) -> tuple[str, ...]:
-        return ("status", "lattice")
-
-    @property
-    def exec_path(self) -> tuple[str, ...]:
-        return ("status",)
-
-    @property
-    def preempted_condition(self) -> str:
-        return "Suspended"
-
+    resource: Resource = MPIJOB
     # ----------------------------------------------------------------------- parse
 
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> MPIJob:
@@ -214,11 +152,11 @@ class MPIJobPlugin:
             launcher_units, worker_units = 1, 1
         else:
             unit = ctx.scheduling_unit
-            launcher_units = container_units(_containers(launcher), unit)
+            launcher_units = container_units(replica_containers(launcher), unit)
             if not launcher_units and job.spec.run_launcher_as_worker:
                 launcher_units = 1
-            worker_units = container_units(_containers(worker), unit) or 1
-        size = 1 + _workers(job)
+            worker_units = container_units(replica_containers(worker), unit) or 1
+        size = 1 + workers_of(job)
         policy = job.spec.run_policy
         templates = [s for s in (worker, launcher) if s is not None]
         classes = [policy.scheduling_policy.priority_class if policy.scheduling_policy else None]
@@ -240,32 +178,7 @@ class MPIJobPlugin:
     # ----------------------------------------------------------------------- children
 
     def children(self, job: MPIJob, *, size: int, ctx: OperatorContext) -> Children:
-        if size <= 0:
-            return Children()
-        name, namespace = job.metadata.name or "", job.metadata.namespace
-        owner = owner_reference(
-            api_version=MPIJOB.api_version, kind=MPIJOB.kind, name=name, uid=job.metadata.uid or ""
-        )
-        app = {"app": name, MANAGED_LABEL: "true"}
-        workers = [f"{name}-worker-{i}" for i in range(_workers(job))]
-        config = _object("ConfigMap", f"{name}-config", namespace, app, owner)
-        config["data"] = {_HOSTFILE: hostfile(job), _DISCOVER: discover_hosts(job, workers)}
-        secret = ssh_auth_secret(name=f"{name}-ssh", namespace=namespace, labels=app, owner=owner)
-        service = _object("Service", name, namespace, app, owner)
-        service["spec"] = {
-            "clusterIP": "None",
-            "selector": {LABEL_OPERATOR_NAME: OPERATOR_NAME, LABEL_JOB_NAME: name},
-        }
-        if job.spec.run_launcher_as_worker:
-            service["spec"]["publishNotReadyAddresses"] = True
-        pods = tuple(_worker_pod(job, i, owner=owner, ctx=ctx) for i in range(len(workers)))
-        return Children(
-            pods=pods,
-            services=(service,),
-            config_maps=(config,),
-            secrets=(secret,),
-            jobs=(_launcher_job(job, owner=owner, ctx=ctx),),
-        )
+        return mpijob_children.children(job, size=size, ctx=ctx)
 
     def observed_children(
         self,
@@ -277,34 +190,7 @@ class MPIJobPlugin:
     ) -> Children:
         """``discover_hosts.sh`` from the Running workers; the launcher held back under
         WaitForWorkersReady until every worker is Ready (kept once it exists)."""
-        if not desired.jobs:
-            return desired
-        name = job.metadata.name or ""
-        workers = {f"{name}-worker-{i}" for i in range(_workers(job))}
-        running = [
-            p.name
-            for p in pods
-            if p.name in workers and p.deletion_timestamp is None and p.phase == "Running"
-        ]
-        config_maps = []
-        for manifest in desired.config_maps:
-            data = manifest.get("data") or {}
-            if _DISCOVER in data:
-                data = {**data, _DISCOVER: discover_hosts(job, running)}
-                config_maps.append({**manifest, "data": data})
-            else:
-                config_maps.append(manifest)
-        jobs = desired.jobs
-        waits = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
-        if waits and f"Job/{name}-launcher" not in others and not workers_ready(job, pods):
-            jobs = tuple(j for j in jobs if j["metadata"]["name"] != f"{name}-launcher")
-        return Children(
-            pods=desired.pods,
-            services=desired.services,
-            config_maps=tuple(config_maps),
-            secrets=desired.secrets,
-            jobs=jobs,
-        )
+        return mpijob_children.observed_children(job, desired, pods=pods, others=others)
 
     # ----------------------------------------------------------------------- status
 
@@ -316,10 +202,10 @@ class MPIJobPlugin:
         pods: Sequence[PodView],
         others: Mapping[str, Mapping[str, Any]],
     ) -> Progress:
-        name, namespace = job.metadata.name or "", _namespace(job)
+        name, namespace = job.metadata.name or "", namespace_of(job)
         if size <= 0:
             return Progress(replicas={REPLICA_WORKER: ReplicaCounts()})
-        names = {f"{name}-worker-{i}" for i in range(_workers(job))}
+        names = {f"{name}-worker-{i}" for i in range(workers_of(job))}
         workers = [p for p in pods if p.deletion_timestamp is None and p.name in names]
         running = sum(1 for p in workers if p.phase == "Running")
         evicted = sum(1 for p in workers if p.phase == "Failed" and p.reason == "Evicted")
@@ -358,124 +244,6 @@ class MPIJobPlugin:
         return Progress(replicas=replicas, running=launcher_running >= 1 and all_running)
 
 
-# --------------------------------------------------------------------------- builders
-
-
-def _containers(spec: ReplicaSpec | None) -> list[Obj]:
-    return template_containers(spec.template) if spec is not None else []
-
-
-def _object(kind: str, name: str, namespace: str | None, labels: Obj, owner: Obj) -> Obj:
-    meta = object_meta(name=name, namespace=namespace, labels=labels, owner=owner)
-    api_version = "batch/v1" if kind == "Job" else "v1"
-    return {"apiVersion": api_version, "kind": kind, "metadata": meta}
-
-
-def _pod_labels(job: MPIJob, role: str, index: str | None) -> dict[str, str]:
-    labels = {
-        LABEL_OPERATOR_NAME: OPERATOR_NAME,
-        LABEL_JOB_NAME: job.metadata.name or "",
-        LABEL_JOB_ROLE: role,
-    }
-    if index is not None:
-        labels[LABEL_REPLICA_INDEX] = index
-    labels[MANAGED_LABEL] = "true"
-    return labels
-
-
-def _with_ssh(job: MPIJob, spec: Obj, container: Obj) -> None:
-    """Mount the ssh Secret at ``sshAuthMountPath`` in ``container`` (mutates the copies)."""
-    mode = 0o600 if job.spec.ssh_auth_mount_path == _ROOT_SSH else None
-    volume = mpi.ssh_volume(volume="ssh-auth", secret=f"{job.metadata.name}-ssh", default_mode=mode)
-    spec["volumes"] = [*(spec.get("volumes") or ()), volume]
-    mount = {"name": "ssh-auth", "mountPath": job.spec.ssh_auth_mount_path}
-    container["volumeMounts"] = [*(container.get("volumeMounts") or ()), mount]
-
-
-def _pod_spec(job: MPIJob, replica: ReplicaSpec, hostname: str) -> Obj:
-    spec: Obj = copy.deepcopy(dict(replica.template.get("spec") or {}))
-    spec["hostname"] = hostname
-    spec["subdomain"] = job.metadata.name
-    if spec.get("hostNetwork"):
-        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
-    policy = replica.restart_policy or RestartPolicy.NEVER
-    spec["restartPolicy"] = pod_restart_policy(policy.value)
-    return spec
-
-
-def _worker_pod(job: MPIJob, index: int, *, owner: Obj, ctx: OperatorContext) -> Obj:
-    worker = job.spec.worker
-    assert worker is not None  # only called for i < Worker.replicas
-    name = f"{job.metadata.name}-worker-{index}"
-    spec = _pod_spec(job, worker, name)
-    dns = spec.get("dnsConfig") or {}
-    search = f"{job.metadata.name}.{_namespace(job)}.svc.cluster.local"
-    spec["dnsConfig"] = {**dns, "searches": [*(dns.get("searches") or ()), search]}
-    container = with_env(spec["containers"][0], [("K_MPI_JOB_ROLE", "worker")])
-    if not container.get("command") and not container.get("args"):
-        container["command"] = ["/usr/sbin/sshd", "-De"]
-    _with_ssh(job, spec, container)
-    spec["containers"] = [container, *spec["containers"][1:]]
-    shift = 1 if job.spec.run_launcher_as_worker else 0
-    labels = _pod_labels(job, "worker", str(index + shift))
-    return pod_manifest(
-        name=name,
-        namespace=job.metadata.namespace,
-        template=worker.template,
-        labels=labels,
-        owner=owner,
-        spec=with_placement(spec, ctx),
-    )
-
-
-def _launcher_env(job: MPIJob) -> list[tuple[str, str]]:
-    path = f"{CONFIG_MOUNT_PATH}/{_HOSTFILE}"
-    impl = job.spec.mpi_implementation
-    env = [("K_MPI_JOB_ROLE", "launcher")]
-    env += mpi.launcher_env(impl, hostfile=path, slots=job.spec.slots_per_worker).items()
-    if not job.spec.run_launcher_as_worker:
-        env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
-    return env
-
-
-def _launcher_job(job: MPIJob, *, owner: Obj, ctx: OperatorContext) -> Obj:
-    launcher = job.spec.launcher
-    assert launcher is not None  # parse requires it
-    name = job.metadata.name or ""
-    spec = _pod_spec(job, launcher, f"{name}-launcher")
-    container = with_env(spec["containers"][0], _launcher_env(job))
-    _with_ssh(job, spec, container)
-    items = [
-        {"key": _HOSTFILE, "path": _HOSTFILE, "mode": 0o444},
-        {"key": _DISCOVER, "path": _DISCOVER, "mode": 0o555},
-    ]
-    config = {"name": "mpi-job-config", "configMap": {"name": f"{name}-config", "items": items}}
-    spec["volumes"] = [*spec["volumes"], config]
-    mount = {"name": "mpi-job-config", "mountPath": CONFIG_MOUNT_PATH}
-    container["volumeMounts"] = [*container["volumeMounts"], mount]
-    spec["containers"] = [container, *spec["containers"][1:]]
-    tmeta = launcher.template.get("metadata") or {}
-    index = "0" if job.spec.run_launcher_as_worker else None
-    meta: Obj = {"labels": {**(tmeta.get("labels") or {}), **_pod_labels(job, "launcher", index)}}
-    if tmeta.get("annotations"):
-        meta["annotations"] = dict(tmeta["annotations"])
-    meta["ownerReferences"] = [dict(owner)]
-    manifest = _object("Job", f"{name}-launcher", job.metadata.namespace, {"app": name}, owner)
-    manifest["metadata"]["labels"][MANAGED_LABEL] = "true"
-    policy = job.spec.run_policy
-    job_spec: Obj = {}
-    if policy.ttl_seconds_after_finished is not None:
-        job_spec["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
-    if policy.active_deadline_seconds is not None:
-        job_spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
-    if policy.backoff_limit is not None:
-        job_spec["backoffLimit"] = policy.backoff_limit
-    job_spec["template"] = {"metadata": meta, "spec": with_placement(spec, ctx)}
-    job_spec["podReplacementPolicy"] = "Failed"
-    manifest["spec"] = job_spec
-    return manifest
-
-
 def _job_condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
     """The batch Job condition ``type_`` when its status is True."""
     for condition in status.get("conditions") or ():
@@ -512,7 +280,7 @@ def _problems(job: MPIJob, ctx: OperatorContext) -> list[Problem]:
             policy = replica.restart_policy.value if replica.restart_policy else None
             why = f'must be "Never" or "OnFailure", got {policy!r}'
             problems.append(Problem(f"{where}.restartPolicy", why))
-        containers = _containers(replica)
+        containers = replica_containers(replica)
         field = f"{where}.template.spec.containers"
         if not containers or not all(isinstance(c, Mapping) for c in containers):
             problems.append(Problem(field, "must define at least one container"))
@@ -520,7 +288,7 @@ def _problems(job: MPIJob, ctx: OperatorContext) -> list[Problem]:
             problems += unit_problems(containers, ctx.scheduling_unit, field=field)
     if not spec.ssh_auth_mount_path:
         problems.append(Problem("spec.sshAuthMountPath", "must have a mount path for SSH keys"))
-    last = f"{name}-worker-{max(_workers(job), 1) - 1}"
+    last = f"{name}-worker-{max(workers_of(job), 1) - 1}"
     if len(last) > 63 or not _DNS1035.match(last):
         why = f"pods and the Service cannot be created: {last!r} is not a DNS-1035 label "
         why += "(lower-case letters, digits and '-', starting with a letter, at most 63)"

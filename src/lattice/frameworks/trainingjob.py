@@ -131,17 +131,10 @@ def _restart_policy(job: TrainingJob) -> RestartPolicy:
 class TrainingJobPlugin:
     """``JobPlugin[TrainingJob]``: stateless; see the module docstring for every rule."""
 
-    @property
-    def resource(self) -> Resource:
-        return TRAININGJOB
-
-    @property
-    def scheduling_path(self) -> tuple[str, ...]:
-        return ("status",)
-
-    @property
-    def exec_path(self) -> tuple[str, ...]:
-        return ("status", "execStatus")
+    resource: Resource = TRAININGJOB
+    scheduling_path: tuple[str, ...] = ("status",)
+    exec_path: tuple[str, ...] = ("status", "execStatus")
+    preempted_condition: str = "Running"
 
     # ----------------------------------------------------------------------- parse
 
@@ -235,10 +228,6 @@ class TrainingJobPlugin:
         return Children(pods=tuple(pods), services=tuple(services))
 
     # ----------------------------------------------------------------------- status
-
-    @property
-    def preempted_condition(self) -> str:
-        return "Running"
 
     def progress(
         self,

@@ -81,7 +81,7 @@ from typing import Any
 
 from lattice.api.constants import TRAINJOB, Resource
 from lattice.frameworks import trainjob_status
-from lattice.frameworks.kubeflow import job_priority
+from lattice.frameworks.kubeflow import KubeflowStatus, job_priority
 from lattice.frameworks.manifests import headless_service, template_containers
 from lattice.frameworks.model import (
     MANAGED_LABEL,
@@ -149,26 +149,12 @@ ANNOTATION_RUNTIME_HASH = "trainer.kubeflow.org/runtime-hash"
 _PIN_KEY = "runtime.json"
 
 
-class TrainJobPlugin:
+class TrainJobPlugin(KubeflowStatus):
     """``JobPlugin[ResolvedJob]``: stateless; see the module docstring for every rule."""
 
     messages = TrainJobMessages("TrainJob")
 
-    @property
-    def resource(self) -> Resource:
-        return TRAINJOB
-
-    @property
-    def scheduling_path(self) -> tuple[str, ...]:
-        return ("status", "lattice")
-
-    @property
-    def exec_path(self) -> tuple[str, ...]:
-        return ("status",)
-
-    @property
-    def preempted_condition(self) -> str:
-        return "Suspended"
+    resource: Resource = TRAINJOB
 
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> ResolvedJob:
         return resolve(obj, ctx)
