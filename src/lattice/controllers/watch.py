@@ -67,6 +67,11 @@ def raw_child(obj: Obj) -> ChildRef:
     )
 
 
+def _latest(old: T | None, new: T | None) -> T | None:
+    """The object an event is about: the new version, or the old one of a deletion."""
+    return new if new is not None else old
+
+
 def child_handler(
     *,
     kind: str,
@@ -78,8 +83,7 @@ def child_handler(
     """The handler of one child kind (``what`` names its expectations, e.g. ``"pods"``)."""
 
     def on_child(event: str, old: T | None, new: T | None) -> None:
-        obj = new if new is not None else old
-        if obj is None:
+        if (obj := _latest(old, new)) is None:
             return
         child = read(obj)
         if child.owner_kind != kind:
@@ -105,8 +109,7 @@ def job_handler(
     """The handler of the jobs themselves."""
 
     def on_job(event: str, old: Obj | None, new: Obj | None) -> None:
-        obj = new if new is not None else old
-        if obj is None:
+        if (obj := _latest(old, new)) is None:
             return
         meta = obj.get("metadata") or {}
         ns, name = str(meta.get("namespace", "")), str(meta.get("name", ""))

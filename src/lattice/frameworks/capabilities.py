@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from lattice.frameworks.model import Children, OperatorContext, PodView
+if TYPE_CHECKING:
+    from lattice.frameworks.base import Children, OperatorContext, PodView
 
 __all__ = [
     "CountsJobs",

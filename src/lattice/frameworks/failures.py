@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from lattice.frameworks.model import PodView
+from lattice.frameworks.base import PodView
 
 __all__ = ["EVICTED_REASON", "exit_code", "is_disrupted", "is_retryable_exit_code", "must_recreate"]
 

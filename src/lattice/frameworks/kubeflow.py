@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from lattice.api.common import RunPolicy
 from lattice.api.constants import ANNOTATION_PRIORITY
-from lattice.frameworks.model import InvalidJob, OperatorContext, Problem, RunPolicyView
+from lattice.frameworks.base import InvalidJob, OperatorContext, Problem, RunPolicyView
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

@@ -20,6 +20,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lattice.frameworks.naming import object_meta
+
 __all__ = [
     "container_port",
     "go_json",
@@ -97,11 +99,7 @@ def headless_service(
     owner: Mapping[str, Any],
 ) -> Obj:
     """A headless Service (``clusterIP: None``): ``<name>`` resolves to the selected pod's IP."""
-    meta: Obj = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = dict(labels)
-    meta["ownerReferences"] = [dict(owner)]
+    meta = object_meta(name=name, namespace=namespace, labels=labels, owner=owner)
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -8,9 +8,10 @@ differently. Every method is pure. ``messages_of`` picks the plugin's, or the de
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lattice.frameworks.model import PodView
+if TYPE_CHECKING:
+    from lattice.frameworks.base import PodView
 
 __all__ = ["Messages", "messages_of"]
 

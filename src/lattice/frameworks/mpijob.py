@@ -180,17 +180,9 @@ class MPIJobPlugin(KubeflowStatus):
     def children(self, job: MPIJob, *, size: int, ctx: OperatorContext) -> Children:
         return mpijob_children.children(job, size=size, ctx=ctx)
 
-    def observed_children(
-        self,
-        job: MPIJob,
-        desired: Children,
-        *,
-        pods: Sequence[PodView],
-        others: Mapping[str, Mapping[str, Any]],
-    ) -> Children:
-        """``discover_hosts.sh`` from the Running workers; the launcher held back under
-        WaitForWorkersReady until every worker is Ready (kept once it exists)."""
-        return mpijob_children.observed_children(job, desired, pods=pods, others=others)
+    #: ``ObservesChildren``: ``discover_hosts.sh`` from the Running workers; the launcher held
+    #: back under WaitForWorkersReady until every worker is Ready (kept once it exists).
+    observed_children = staticmethod(mpijob_children.observed_children)
 
     # ----------------------------------------------------------------------- status
 

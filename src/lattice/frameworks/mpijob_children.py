@@ -27,9 +27,9 @@ from lattice.api.constants import (
     MPIJOB,
 )
 from lattice.api.mpijob import LauncherCreationPolicy, MPIJob
+from lattice.frameworks.base import MANAGED_LABEL, Children, OperatorContext, PodView
 from lattice.frameworks.manifests import pod_manifest, template_containers
-from lattice.frameworks.model import MANAGED_LABEL, Children, OperatorContext, PodView
-from lattice.frameworks.naming import object_meta, owner_reference
+from lattice.frameworks.naming import job_owner, object_meta
 from lattice.frameworks.podspec import pod_restart_policy, with_env, with_placement
 from lattice.frameworks.policies import mpi
 from lattice.frameworks.policies.mpi import CONFIG_MOUNT_PATH, ssh_auth_secret
@@ -102,9 +102,7 @@ def children(job: MPIJob, *, size: int, ctx: OperatorContext) -> Children:
     if size <= 0:
         return Children()
     name, namespace = job.metadata.name or "", job.metadata.namespace
-    owner = owner_reference(
-        api_version=MPIJOB.api_version, kind=MPIJOB.kind, name=name, uid=job.metadata.uid or ""
-    )
+    owner = job_owner(MPIJOB, job.metadata)
     app = {"app": name, MANAGED_LABEL: "true"}
     workers = [f"{name}-worker-{i}" for i in range(workers_of(job))]
     config = _object("ConfigMap", f"{name}-config", namespace, app, owner)

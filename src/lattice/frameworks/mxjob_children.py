@@ -27,9 +27,9 @@ from lattice.api.constants import (
     REPLICA_SERVER,
 )
 from lattice.api.mxjob import MXJob, MXReplicaSpec
+from lattice.frameworks.base import MANAGED_LABEL, Children, OperatorContext
 from lattice.frameworks.manifests import headless_service, pod_manifest, template_containers
-from lattice.frameworks.model import MANAGED_LABEL, Children, OperatorContext
-from lattice.frameworks.naming import child_name, owner_reference, replica_labels
+from lattice.frameworks.naming import child_name, job_owner, replica_labels
 from lattice.frameworks.podspec import pod_restart_policy, with_env, with_placement
 from lattice.frameworks.policies import mxnet
 
@@ -119,9 +119,7 @@ def children(job: MXJob, *, size: int, ctx: OperatorContext) -> Children:
     if size <= 0:
         return Children()
     name, namespace = job.metadata.name or "", job.metadata.namespace
-    owner = owner_reference(
-        api_version=MXJOB.api_version, kind=MXJOB.kind, name=name, uid=job.metadata.uid or ""
-    )
+    owner = job_owner(MXJOB, job.metadata)
     shared = _cluster_spec(job)
     pods: list[Obj] = []
     services: list[Obj] = []

@@ -6,7 +6,8 @@ Contract (pure):
 - ``replica_labels`` gives the ``training.kubeflow.org/*`` labels upstream puts on pods and
   Services (``replica-type`` in lower case), ``job-role: master`` when asked, plus
   ``MANAGED_LABEL: "true"``. ``replica_selector`` is the subset that picks exactly one pod.
-- ``owner_reference`` is the controller ownerReference every child carries; ``object_meta`` the
+- ``owner_reference`` is the controller ownerReference every child carries (``job_owner``: to a
+  job, from its metadata); ``object_meta`` the
   metadata of a child that is not built from a template (name, namespace when set, labels, the
   owner).
 """
@@ -22,10 +23,18 @@ from lattice.api.constants import (
     LABEL_OPERATOR_NAME,
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
+    Resource,
 )
-from lattice.frameworks.model import MANAGED_LABEL
+from lattice.frameworks.base import MANAGED_LABEL
 
-__all__ = ["child_name", "object_meta", "owner_reference", "replica_labels", "replica_selector"]
+__all__ = [
+    "child_name",
+    "job_owner",
+    "object_meta",
+    "owner_reference",
+    "replica_labels",
+    "replica_selector",
+]
 
 Obj = dict[str, Any]
 
@@ -70,13 +79,31 @@ def replica_labels(
     return labels
 
 
+def job_owner(resource: Resource, metadata: Any) -> Obj:
+    """``owner_reference`` to the job of ``resource`` whose ``metadata`` (an ``ObjectMeta``)."""
+    return owner_reference(
+        api_version=resource.api_version,
+        kind=resource.kind,
+        name=metadata.name or "",
+        uid=metadata.uid or "",
+    )
+
+
 def object_meta(
-    *, name: str, namespace: str | None, labels: Mapping[str, str], owner: Mapping[str, Any]
+    *,
+    name: str,
+    namespace: str | None,
+    labels: Mapping[str, str],
+    owner: Mapping[str, Any],
+    annotations: Mapping[str, str] | None = None,
 ) -> Obj:
-    """``metadata`` of a child: its name, the namespace when set, ``labels`` and ``owner``."""
+    """``metadata`` of a child: its name, the namespace when set, ``labels``, the
+    ``annotations`` when given, and ``owner``."""
     meta: Obj = {"name": name}
     if namespace:
         meta["namespace"] = namespace
     meta["labels"] = dict(labels)
+    if annotations is not None:
+        meta["annotations"] = dict(annotations)
     meta["ownerReferences"] = [dict(owner)]
     return meta

@@ -19,7 +19,7 @@ import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lattice.frameworks.model import MANAGED_LABEL, OperatorContext
+from lattice.frameworks.base import MANAGED_LABEL, OperatorContext
 
 __all__ = [
     "HOSTNAME_TOPOLOGY_KEY",

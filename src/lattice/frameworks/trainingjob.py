@@ -82,7 +82,12 @@ from lattice.frameworks.manifests import (
     pod_manifest,
     service_ports,
 )
-from lattice.frameworks.naming import child_name, owner_reference, replica_labels, replica_selector
+from lattice.frameworks.naming import (
+    child_name,
+    job_owner,
+    replica_labels,
+    replica_selector,
+)
 from lattice.frameworks.podspec import (
     pod_restart_policy,
     with_env,
@@ -166,12 +171,7 @@ class TrainingJobPlugin:
             return Children()
         name = job.metadata.name or ""
         namespace = job.metadata.namespace
-        owner = owner_reference(
-            api_version=TRAININGJOB.api_version,
-            kind=TRAININGJOB.kind,
-            name=name,
-            uid=job.metadata.uid or "",
-        )
+        owner = job_owner(TRAININGJOB, job.metadata)
         template = job.spec.replica_specs.template
         containers = _containers(job)
         main = containers[0]

@@ -76,14 +76,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from lattice.api.constants import TRAINJOB, Resource
 from lattice.frameworks import trainjob_status
-from lattice.frameworks.kubeflow import KubeflowStatus, job_priority
-from lattice.frameworks.manifests import headless_service, template_containers
-from lattice.frameworks.model import (
+from lattice.frameworks.base import (
     MANAGED_LABEL,
     Children,
     Demand,
@@ -92,8 +89,11 @@ from lattice.frameworks.model import (
     Progress,
     RunPolicyView,
 )
+from lattice.frameworks.kubeflow import KubeflowStatus, job_priority
+from lattice.frameworks.manifests import headless_service, template_containers
 from lattice.frameworks.naming import object_meta
 from lattice.frameworks.policies.mpi import ssh_auth_secret
+from lattice.frameworks.trainjob_plans import LAUNCHER, ReplicatedJobPlan, ResolvedJob
 from lattice.frameworks.trainjob_pods import (
     LABEL_COMPLETION_INDEX,
     LABEL_JOBSET_NAME,
@@ -108,15 +108,7 @@ from lattice.frameworks.trainjob_pods import (
     pod_name,
     pod_slots,
 )
-from lattice.frameworks.trainjob_runtime import (
-    LAUNCHER,
-    ReplicatedJobPlan,
-    ResolvedJob,
-    resolve,
-    resolve_with,
-    runtime_hash,
-    runtime_key,
-)
+from lattice.frameworks.trainjob_runtime import resolve, resolve_with, runtime_hash, runtime_key
 from lattice.frameworks.trainjob_status import (
     REASON_COMPLETED,
     REASON_FAILED_JOBS,
@@ -310,20 +302,11 @@ class TrainJobPlugin(KubeflowStatus):
             return resolve(obj, ctx)  # an unreadable pin: the live runtime, as before pinning
         return resolve_with(obj, runtime, ctx=ctx)
 
-    def read_status(self, stored: Mapping[str, Any]) -> Obj:
-        return trainjob_status.read_status(stored)
+    #: ``RendersStatus``: Trainer's stored status from and to the Kubeflow working block.
+    read_status = staticmethod(trainjob_status.read_status)
+    render_status = staticmethod(trainjob_status.render_status)
 
     def observed_status(
         self, job: ResolvedJob, *, size: int, pods: Sequence[PodView], suspended: bool
     ) -> Obj:
         return {"jobsStatus": jobs_status(job, pods, size=size, suspended=suspended)}
-
-    def render_status(
-        self,
-        block: Mapping[str, Any],
-        *,
-        stored: Mapping[str, Any],
-        generation: int | None,
-        now: datetime,
-    ) -> Obj:
-        return trainjob_status.render_status(block, stored=stored, generation=generation, now=now)

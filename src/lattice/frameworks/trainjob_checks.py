@@ -18,8 +18,8 @@ from typing import Any
 from lattice.api.constants import LABEL_TRAINJOB_ANCESTOR
 from lattice.api.runtime import TrainingRuntimeSpec
 from lattice.api.trainjob import TrainJob
+from lattice.frameworks.base import OperatorContext, Problem
 from lattice.frameworks.manifests import template_containers
-from lattice.frameworks.model import OperatorContext, Problem
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_DATASET,
     ANCESTOR_MODEL,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lattice.api.trainjob import TrainJob
-from lattice.frameworks.model import JobNotReady
+from lattice.frameworks.base import JobNotReady
 
 __all__ = [
     "ANCESTOR_DATASET",

@@ -29,12 +29,12 @@ from lattice.api.constants import (
     LABEL_REPLICA_TYPE,
     TRAINJOB,
 )
+from lattice.frameworks.base import MANAGED_LABEL, OperatorContext, PodView
 from lattice.frameworks.manifests import pod_manifest
-from lattice.frameworks.model import MANAGED_LABEL, OperatorContext, PodView
-from lattice.frameworks.naming import owner_reference
+from lattice.frameworks.naming import job_owner
 from lattice.frameworks.podspec import with_placement
 from lattice.frameworks.policies import mpi, torch
-from lattice.frameworks.trainjob_runtime import (
+from lattice.frameworks.trainjob_plans import (
     ANCESTOR_DATASET,
     ANCESTOR_MODEL,
     DATASET_MOUNT_PATH,
@@ -162,10 +162,7 @@ def initializers_succeeded(job: ResolvedJob, pods: Sequence[PodView]) -> bool:
 
 
 def owner_of(job: ResolvedJob) -> Obj:
-    uid = job.trainjob.metadata.uid or ""
-    return owner_reference(
-        api_version=TRAINJOB.api_version, kind=TRAINJOB.kind, name=job.name, uid=uid
-    )
+    return job_owner(TRAINJOB, job.trainjob.metadata)
 
 
 def build_pods(

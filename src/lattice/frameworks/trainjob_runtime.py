@@ -65,14 +65,9 @@ from lattice.frameworks.trainjob_plans import (
     ANCESTOR_DATASET,
     ANCESTOR_MODEL,
     ANCESTOR_TRAINER,
-    DATASET_MOUNT_PATH,
     DEFAULT_BACKOFF_LIMIT,
-    INITIALIZER_VOLUME,
-    INITIALIZERS,
     LAUNCHER,
-    MODEL_MOUNT_PATH,
     NODE,
-    RESERVED_TORCH_ENV,
     STORAGE_URI,
     MPIPlan,
     ReplicatedJobPlan,
@@ -84,30 +79,7 @@ from lattice.frameworks.trainjob_plans import (
 )
 from lattice.frameworks.units import quantity_units
 
-__all__ = [
-    "ANCESTOR_DATASET",
-    "ANCESTOR_MODEL",
-    "ANCESTOR_TRAINER",
-    "DATASET_MOUNT_PATH",
-    "INITIALIZERS",
-    "INITIALIZER_VOLUME",
-    "LAUNCHER",
-    "MODEL_MOUNT_PATH",
-    "NODE",
-    "RESERVED_TORCH_ENV",
-    "MPIPlan",
-    "ReplicatedJobPlan",
-    "ResolvedJob",
-    "RuntimeNotReady",
-    "TorchPlan",
-    "main_container",
-    "num_proc_per_node",
-    "resolve",
-    "resolve_with",
-    "runtime_hash",
-    "runtime_key",
-    "upsert",
-]
+__all__ = ["resolve", "resolve_with", "runtime_hash", "runtime_key"]
 
 Obj = dict[str, Any]
 

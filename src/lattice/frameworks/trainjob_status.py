@@ -23,12 +23,12 @@ from typing import Any
 from lattice.api.common import ConditionStatus
 from lattice.api.conditions import set_status_condition
 from lattice.api.trainjob import Condition
+from lattice.frameworks.base import PodView, Progress, ReplicaCounts
 from lattice.frameworks.failures import exit_code, is_disrupted
 from lattice.frameworks.manifests import template_containers
 from lattice.frameworks.messages import Messages
-from lattice.frameworks.model import PodView, Progress, ReplicaCounts
+from lattice.frameworks.trainjob_plans import ReplicatedJobPlan, ResolvedJob, main_container
 from lattice.frameworks.trainjob_pods import Slot, full_size, pod_counts, pod_name, pod_slots
-from lattice.frameworks.trainjob_runtime import ReplicatedJobPlan, ResolvedJob, main_container
 
 __all__ = [
     "REASON_COMPLETED",

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
-from lattice.frameworks.model import Problem
+from lattice.frameworks.base import Problem
 
 __all__ = ["container_units", "quantity_units", "unit_problems"]
 

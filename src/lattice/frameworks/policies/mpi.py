@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lattice.frameworks.naming import object_meta
+
 __all__ = [
     "ANNOTATION_GENERATE",
     "CONFIG_MOUNT_PATH",
@@ -86,12 +88,10 @@ def ssh_auth_secret(
     owner: Mapping[str, Any],
 ) -> Obj:
     """A ``kubernetes.io/ssh-auth`` Secret with empty keys, marked for key-pair generation."""
-    meta: Obj = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = dict(labels)
-    meta["annotations"] = {ANNOTATION_GENERATE: GENERATE_SSH_KEYPAIR}
-    meta["ownerReferences"] = [dict(owner)]
+    marked = {ANNOTATION_GENERATE: GENERATE_SSH_KEYPAIR}
+    meta = object_meta(
+        name=name, namespace=namespace, labels=labels, owner=owner, annotations=marked
+    )
     return {
         "apiVersion": "v1",
         "kind": "Secret",

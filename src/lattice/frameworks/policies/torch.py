@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lattice.frameworks.model import OperatorContext
+from lattice.frameworks.base import OperatorContext
 
 __all__ = [
     "DEFAULT_MAX_RESTARTS",
