@@ -53,7 +53,6 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -88,6 +87,7 @@ from lattice.frameworks.mpijob_children import (
     workers_of,
     workers_ready,
 )
+from lattice.frameworks.naming import DNS1035, MAX_NAME
 from lattice.frameworks.policies.mpi import CONFIG_MOUNT_PATH
 from lattice.frameworks.units import container_units, unit_problems
 
@@ -104,7 +104,6 @@ __all__ = [
 Obj = dict[str, Any]
 
 _SPECS = "spec.mpiReplicaSpecs"
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _ALLOWED_RESTART = (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE)
 
 
@@ -281,7 +280,7 @@ def _problems(job: MPIJob, ctx: OperatorContext) -> list[Problem]:
     if not spec.ssh_auth_mount_path:
         problems.append(Problem("spec.sshAuthMountPath", "must have a mount path for SSH keys"))
     last = f"{name}-worker-{max(workers_of(job), 1) - 1}"
-    if len(last) > 63 or not _DNS1035.match(last):
+    if len(last) > MAX_NAME or not DNS1035.match(last):
         why = f"pods and the Service cannot be created: {last!r} is not a DNS-1035 label "
         why += "(lower-case letters, digits and '-', starting with a letter, at most 63)"
         problems.append(Problem("metadata.name", why))

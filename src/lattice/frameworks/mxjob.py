@@ -49,7 +49,6 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -93,7 +92,7 @@ from lattice.frameworks.mxjob_children import (
     replica_types,
     replicas_of,
 )
-from lattice.frameworks.naming import child_name
+from lattice.frameworks.naming import child_name, service_name_problems
 from lattice.frameworks.units import container_units, unit_problems
 
 __all__ = [
@@ -109,8 +108,6 @@ __all__ = [
 Obj = dict[str, Any]
 
 _SPECS = "spec.mxReplicaSpecs"
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_MAX_NAME = 63
 
 
 class MXJobMessages(Messages):
@@ -320,13 +317,7 @@ def _problems(job: MXJob, ctx: OperatorContext) -> list[Problem]:
         if replicas_of(spec):
             last = child_name(name, rtype, replicas_of(spec) - 1)
             longest = max(longest, last, key=len)
-    if not _DNS1035.match(name):
-        why = "must be a DNS-1035 label (lower-case letters, digits and '-', starting with a "
-        why += f"letter): it names the pods' Services, got {name!r}"
-        problems.append(Problem("metadata.name", why))
-    elif len(longest) > _MAX_NAME:
-        why = f"too long: Service {longest!r} would exceed {_MAX_NAME} characters"
-        problems.append(Problem("metadata.name", why))
+    problems += service_name_problems(name, longest=longest, owners="pods'", label="Service")
     return problems
 
 

@@ -10,10 +10,13 @@ Contract (pure):
   job, from its metadata); ``object_meta`` the
   metadata of a child that is not built from a template (name, namespace when set, labels, the
   owner).
+- ``service_name_problems``: a job name that cannot name its children's Services (DNS-1035, at
+  most 63 characters).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,15 +28,18 @@ from lattice.api.constants import (
     LABEL_REPLICA_TYPE,
     Resource,
 )
-from lattice.frameworks.base import MANAGED_LABEL
+from lattice.frameworks.base import MANAGED_LABEL, Problem
 
 __all__ = [
+    "DNS1035",
+    "MAX_NAME",
     "child_name",
     "job_owner",
     "object_meta",
     "owner_reference",
     "replica_labels",
     "replica_selector",
+    "service_name_problems",
 ]
 
 Obj = dict[str, Any]
@@ -107,3 +113,21 @@ def object_meta(
         meta["annotations"] = dict(annotations)
     meta["ownerReferences"] = [dict(owner)]
     return meta
+
+
+#: A DNS-1035 label: what a Service name must be (at most ``MAX_NAME`` characters).
+DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME = 63
+
+
+def service_name_problems(name: str, *, longest: str, owners: str, label: str) -> list[Problem]:
+    """A problem when the job's ``name`` is not a DNS-1035 label (it names the ``owners``
+    Services), or when the ``longest`` child Service name (a ``label``) exceeds 63 characters."""
+    if not DNS1035.match(name):
+        why = "must be a DNS-1035 label (lower-case letters, digits and '-', starting with a "
+        why += f"letter): it names the {owners} Services, got {name!r}"
+        return [Problem("metadata.name", why)]
+    if len(longest) > MAX_NAME:
+        why = f"too long: {label} {longest!r} would exceed {MAX_NAME} characters"
+        return [Problem("metadata.name", why)]
+    return []

@@ -51,7 +51,6 @@ Contract (see ``lattice.frameworks.base`` for the protocol):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -87,6 +86,7 @@ from lattice.frameworks.naming import (
     job_owner,
     replica_labels,
     replica_selector,
+    service_name_problems,
 )
 from lattice.frameworks.podspec import (
     pod_restart_policy,
@@ -108,8 +108,6 @@ DEFAULT_PORT = 23456
 
 _WORKER = REPLICA_WORKER.lower()
 _CONTAINERS = "spec.replicaSpecs.template.spec.containers"
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_MAX_NAME = 63
 #: The torch policy's variables every worker gets, in training-operator's order.
 _TORCH_LAYOUT = (
     "MASTER_ADDR",
@@ -327,13 +325,7 @@ def _problems(job: TrainingJob, ctx: OperatorContext) -> list[Problem]:
     spec, name = job.spec, job.metadata.name or ""
     problems: list[Problem] = []
     last = child_name(name, REPLICA_WORKER, spec.max_size - 1)
-    if not _DNS1035.match(name):
-        why = "must be a DNS-1035 label (lower-case letters, digits and '-', starting with a "
-        why += f"letter): it names the workers' Services, got {name!r}"
-        problems.append(Problem("metadata.name", why))
-    elif len(last) > _MAX_NAME:
-        why = f"too long: worker Service {last!r} would exceed {_MAX_NAME} characters"
-        problems.append(Problem("metadata.name", why))
+    problems += service_name_problems(name, longest=last, owners="workers'", label="worker Service")
     if spec.min_size > spec.max_size:
         why = f"must be less than or equal to spec.maxSize ({spec.max_size}), got {spec.min_size}"
         problems.append(Problem("spec.minSize", why))
