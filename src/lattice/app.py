@@ -90,7 +90,7 @@ RUNTIME_RESOURCES: tuple[Resource, ...] = (
 Runnable = Callable[[], Coroutine[Any, Any, None]]
 Obj = dict[str, Any]
 #: Seconds a reconciler leaves a new job to the scheduler's first decision before marking it
-#: Created anyway (``JobReconciler._awaits_scheduler``); a pass takes well under one.
+#: Created anyway (``lattice.controllers.job.awaits_scheduler``); a pass takes well under one.
 FIRST_DECISION_WAIT = 5.0
 
 

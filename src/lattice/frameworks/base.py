@@ -3,7 +3,7 @@ TrainJob, behind one small, pure interface.
 
 Contract:
 - A plugin is pure: dicts and models in, values out. No I/O, no clock (``now`` is an argument
-  where needed), no randomness. The generic reconciler (``lattice.controllers.job``) and the
+  where needed), no randomness. The generic reconciler (``lattice.controllers``) and the
   scheduler loop (``lattice.scheduler.loop``) do every read and write.
 - ``parse`` turns the cached raw object into the kind's typed model, raising :class:`InvalidJob`
   with field-named :class:`Problem` values for what the schema could not reject (the job then
@@ -19,7 +19,7 @@ Contract:
   given by ``scheduling_path`` and ``exec_path`` (paths of keys from the object root).
 - A plugin whose ``run_policy`` has a ``backoff_limit`` leaves no Failed pod unanswered while the
   job runs: each one is either named in ``recreate`` or ends the job (``failed``). The reconciler
-  relies on it to count every failure once (see ``lattice.controllers.job``).
+  relies on it to count every failure once (see ``lattice.controllers.failure``).
 
 Optional capabilities (looked up with ``isinstance``; a plugin without them gets the defaults):
 

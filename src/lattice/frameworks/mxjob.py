@@ -37,7 +37,7 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
 - **Run policy.** cleanPodPolicy (each deleted pod's Service goes with it), ttlSecondsAfterFinished,
   activeDeadlineSeconds and backoffLimit, enforced by the reconciler. ExitCode recreations are
   charged to the backoffLimit (each recreated pod counts one failure; see
-  ``lattice.controllers.job``), so ``backoffLimit: N`` allows N recreations.
+  ``lattice.controllers.failure``), so ``backoffLimit: N`` allows N recreations.
 - **Messages** (``MXJobMessages``) as v1.7 words them: "MXJob <name> is created." / "is
   running." / "is successfully completed." / "is suspended." / "is resumed.", Restarting
   "mxjob <name> is restarting because <n> <Type> replica(s) failed." (the first type in order),

@@ -12,7 +12,7 @@ Contract (see ``lattice.frameworks.base`` for the protocol):
   ``runPolicy.suspend``. One replica costs 1 unit in node mode, else the sum over the template's
   containers of ``requests[<unit>]`` (``limits`` when no request), or 1 when that sum is 0.
 - **Children** at size ``n``: pods and headless Services ``<job>-worker-<i>``, ``i < n``, labelled
-  by ``pods.replica_labels`` (``job-role: master`` on worker 0), owned by the job, with the
+  by ``naming.replica_labels`` (``job-role: master`` on worker 0), owned by the job, with the
   operator's node selector merged and, in node mode, the one-replica-per-node anti-affinity.
   ``restartPolicy`` comes from ``replicaSpecs.restartPolicy`` (ExitCode runs as Never) and is
   Never with ``injectLattice``. ``schedulerName`` is left as the template has it.

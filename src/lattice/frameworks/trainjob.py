@@ -35,7 +35,7 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
   addr>:29500``, ``PET_RDZV_ID=<uid>`` and ``PET_MAX_RESTARTS`` (maxRestarts, else 100 unless set).
 - **MPI**: ConfigMap ``<tj>-mpi-hostfile`` (``hostfile``: ``<tj>-<r>-0-<i>.<subdomain>
   slots=<n>``, the launcher first with runLauncherAsNode, then ``node``), Secret
-  ``<tj>-mpi-ssh-auth`` (``pods.ssh_auth_secret``, keys filled by the reconciler), the volume
+  ``<tj>-mpi-ssh-auth`` (``mpi.ssh_auth_secret``, keys filled by the reconciler), the volume
   ``mpi-ssh-auth`` on launcher and node pods mounted at sshAuthMountPath, ``mpi-hostfile`` at
   ``/etc/mpi`` and the OpenMPI env on the launcher.
 - **Initializers**: ``initializer_children`` gives their pods (same naming and labels); the
