@@ -25,17 +25,16 @@ import contextlib
 import os
 import signal
 import socket
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from lattice.api import constants
 from lattice.clock import Clock, RealClock
 from lattice.config import Settings
-from lattice.controllers.job import JobReconciler
-from lattice.frameworks.base import MANAGED_LABEL
+from lattice.controllers.job import JobReconciler, kube_resource
+from lattice.frameworks.base import MANAGED_LABEL, JobPlugin, ReadsRuntimes
 from lattice.frameworks.registry import PLUGINS
 from lattice.kube import KubeClient, Resource
 from lattice.kube.client import connect
@@ -51,7 +50,7 @@ from lattice.kube.resources import (
 from lattice.runtime.controller import Controller
 from lattice.runtime.events import EventRecorder
 from lattice.runtime.expectations import Expectations
-from lattice.runtime.informer import InformerFactory
+from lattice.runtime.informer import Informer, InformerFactory
 from lattice.runtime.leader import LeaderElector
 from lattice.runtime.metrics import Metrics
 from lattice.runtime.projections import (
@@ -75,12 +74,8 @@ __all__ = ["JOB_RESOURCES", "MANAGED_LABEL", "Operator", "run"]
 
 log = structlog.get_logger(__name__)
 
-JOB_RESOURCES: dict[str, Resource] = {
-    "TrainingJob": Resource(constants.GROUP_BREEZEML, "v1", "trainingjobs", "TrainingJob"),
-    "MPIJob": Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
-    "MXJob": Resource("kubeflow.org", "v1", "mxjobs", "MXJob"),
-    "TrainJob": Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
-}
+#: Each plugin's custom resource, by kind (the registry names the kinds, not this module).
+JOB_RESOURCES: dict[str, Resource] = {p.resource.kind: kube_resource(p) for p in PLUGINS}
 RUNTIME_RESOURCES: tuple[Resource, ...] = (
     Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"),
     Resource(
@@ -95,7 +90,7 @@ RUNTIME_RESOURCES: tuple[Resource, ...] = (
 Runnable = Callable[[], Coroutine[Any, Any, None]]
 Obj = dict[str, Any]
 #: Seconds a reconciler leaves a new job to the scheduler's first decision before marking it
-#: Created anyway (``JobReconciler._awaits_scheduler``); a pass takes well under one.
+#: Created anyway (``lattice.controllers.job.awaits_scheduler``); a pass takes well under one.
 FIRST_DECISION_WAIT = 5.0
 
 
@@ -243,7 +238,7 @@ class Operator:
         )
         self.add_runnable("scheduler", self.scheduler.run)
         self.add_runnable("events", self._run_recorder)
-        self._watch_runtimes()
+        self._watch_runtimes(plugins)
 
     def _job_priority(self, kind: str) -> Callable[[str], int]:
         """Reconciles run in job priority order (as the scheduler last saw it), so a
@@ -254,29 +249,30 @@ class Operator:
 
         return priority
 
-    def _watch_runtimes(self) -> None:
-        """A runtime added, changed or deleted re-enqueues the TrainJobs naming it (a job waiting
-        for its runtime starts once it exists: level-triggered) and wakes the scheduler, which
-        skips TrainJobs whose runtime is not ready."""
-        controller = self.controllers.get("TrainJob")
-        jobs = self.jobs.get("TrainJob")
-        if controller is None or jobs is None:
-            return
+    def _watch_runtimes(self, plugins: Mapping[str, JobPlugin[Any]]) -> None:
+        """A runtime added, changed or deleted re-enqueues the jobs naming it, of every kind whose
+        plugin ``ReadsRuntimes`` (a job waiting for its runtime starts once it exists:
+        level-triggered), and wakes the scheduler, which skips jobs whose runtime is not ready."""
+        for kind, plugin in plugins.items():
+            if isinstance(plugin, ReadsRuntimes):
+                handler = self._runtime_handler(plugin, self.controllers[kind], self.jobs[kind])
+                for informer in self.runtimes:
+                    informer.add_handler(handler)
 
+    def _runtime_handler(
+        self, plugin: ReadsRuntimes, controller: Controller, jobs: Informer[Obj]
+    ) -> Callable[[str, Obj | None, Obj | None], None]:
         def on_runtime(event: str, old: Obj | None, new: Obj | None) -> None:
             del event
-            obj = new if new is not None else old
-            if obj is None:
+            runtime = new if new is not None else old
+            if runtime is None:
                 return
-            name = (obj.get("metadata") or {}).get("name")
             for key, job in jobs.store.items():
-                ref = (job.get("spec") or {}).get("runtimeRef") or {}
-                if ref.get("name") == name:
+                if plugin.names_runtime(job, runtime):
                     controller.enqueue(key)
             self.scheduler.trigger()
 
-        for informer in self.runtimes:
-            informer.add_handler(on_runtime)
+        return on_runtime
 
     async def _run_recorder(self) -> None:
         self.recorder.start()

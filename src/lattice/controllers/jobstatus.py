@@ -17,7 +17,7 @@ from lattice.api.base import format_time, parse_time
 from lattice.api.common import ConditionStatus, JobCondition
 from lattice.api.conditions import set_condition
 from lattice.frameworks.base import JobPlugin, PodView, Progress, RendersStatus
-from lattice.frameworks.pods import is_disrupted
+from lattice.frameworks.failures import is_disrupted
 from lattice.runtime.events import ObjectRef
 
 __all__ = [

@@ -35,7 +35,7 @@ from lattice.frameworks.mpijob import (
     hostfile,
     workers_ready,
 )
-from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY
+from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.registry import PLUGINS, plugin_for
 from lattice.runtime.projections import pod_info
 

@@ -28,8 +28,9 @@ from lattice.frameworks.base import (
     managed_elsewhere,
     messages_of,
 )
+from lattice.frameworks.manifests import go_json
 from lattice.frameworks.mxjob import MXJobMessages, MXJobPlugin, mx_config
-from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY, go_json
+from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.registry import plugin_for
 from lattice.runtime.projections import pod_info
 

@@ -25,7 +25,8 @@ from lattice.frameworks.base import (
     ReplicaCounts,
     RunPolicyView,
 )
-from lattice.frameworks.trainingjob import TrainingJobPlugin, torchrun_command
+from lattice.frameworks.policies.torch import torchrun_command
+from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.runtime.projections import pod_info
 
 Obj = dict[str, Any]

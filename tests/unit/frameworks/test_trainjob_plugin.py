@@ -23,7 +23,7 @@ from lattice.frameworks.base import (
     RunPolicyView,
     managed_elsewhere,
 )
-from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY
+from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.trainjob import (
     TrainJobPlugin,
     hostfile,
@@ -31,14 +31,9 @@ from lattice.frameworks.trainjob import (
     jobs_status,
     pod_name,
 )
-from lattice.frameworks.trainjob_runtime import (
-    ResolvedJob,
-    RuntimeNotReady,
-    num_proc_per_node,
-    resolve,
-    resolve_with,
-    runtime_hash,
-)
+from lattice.frameworks.trainjob_checks import num_proc_per_node
+from lattice.frameworks.trainjob_plans import ResolvedJob, RuntimeNotReady
+from lattice.frameworks.trainjob_runtime import resolve, resolve_with, runtime_hash
 from lattice.runtime.projections import pod_info
 
 Obj = dict[str, Any]
