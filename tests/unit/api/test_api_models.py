@@ -110,7 +110,7 @@ def test_trainjob_defaults_and_int_or_string() -> None:
     assert numeric.to_dict()["spec"]["trainer"]["numProcPerNode"] == 4
 
 
-def test_runtime_defaults_and_preserved_jobset_fields() -> None:
+def test_runtime_defaults_and_jobset_fields() -> None:
     runtime = ClusterTrainingRuntime.model_validate(
         {
             "metadata": {"name": "mpi"},
@@ -137,10 +137,14 @@ def test_runtime_defaults_and_preserved_jobset_fields() -> None:
     assert spec.pod_group_policy.coscheduling is not None
     assert spec.pod_group_policy.coscheduling.schedule_timeout_seconds == 60
     assert spec.template.spec.replicated_jobs[0].replicas == 1
+    assert spec.template.spec.replicated_jobs[0].group_name == "default"
     assert spec.template.spec.network is not None
     assert spec.template.spec.network.enable_dns_hostnames is True
+    failure = spec.template.spec.failure_policy
+    assert failure is not None
+    assert (failure.max_restarts, failure.restart_strategy) == (3, "Recreate")
     dumped = runtime.to_dict()["spec"]["template"]["spec"]
-    assert dumped["failurePolicy"] == {"maxRestarts": 3}, "unknown JobSet fields are preserved"
+    assert dumped["failurePolicy"] == {"maxRestarts": 3, "restartStrategy": "Recreate"}
     assert dumped["network"] == {"enableDNSHostnames": True}
 
 
