@@ -76,6 +76,14 @@ def schema_errors(value: Any, schema: dict[str, Any], *, path: str = "") -> list
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, int | str) and not isinstance(value, bool)):
             return [f"{path}: Invalid value: {shown}: {path} in body must be of type int-or-string"]
+        if (
+            "pattern" in schema
+            and isinstance(value, str)
+            and not re.search(schema["pattern"], value)
+        ):
+            return [
+                f"{path}: Invalid value: {shown}: {path} in body should match '{schema['pattern']}'"
+            ]
         return []
     kind = schema.get("type")
     if kind is not None and not _is_type(value, kind):
