@@ -16,7 +16,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from lattice.api import ClusterTrainingRuntime, TrainingRuntime, TrainJob
+from lattice.api import ClusterTrainingRuntime, MXJob, TrainingRuntime, TrainJob
 from tests.integration.pod_template_typos import POD_TEMPLATE_TYPOS, TypoCase
 from tests.support.cluster import REPO, Cluster, KubectlError
 
@@ -93,3 +93,34 @@ def test_trainer_manifest_applies_and_round_trips(
                 crds_installed.kubectl(
                     "delete", "clustertrainingruntime", doc["metadata"]["name"], "--wait=false"
                 )
+
+
+def test_mxjob_lower_case_replica_keys_apply_and_parse_canonical(
+    crds_installed: Cluster, namespace: str
+) -> None:
+    """training-operator v1.7 accepted ``scheduler:``/``server:``/``worker:``; so do we."""
+    pod = {"spec": {"containers": [{"name": "mxnet", "image": "example.com/mxnet:1.9"}]}}
+    manifest = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MXJob",
+        "metadata": {"name": "lower-case-keys", "namespace": namespace},
+        "spec": {
+            "jobMode": "MXTrain",
+            "mxReplicaSpecs": {
+                "scheduler": {"replicas": 1, "template": pod},
+                "server": {"replicas": 1, "template": pod},
+                "worker": {"replicas": 2, "template": pod},
+            },
+        },
+    }
+    crds_installed.apply(manifest)
+    stored = crds_installed.get_json("mxjob", "lower-case-keys", "-n", namespace)
+    specs = MXJob.model_validate(stored).spec.mx_replica_specs
+    assert list(specs) == ["Scheduler", "Server", "Worker"]
+    assert specs["Worker"].replicas == 2
+    twice = copy.deepcopy(manifest)
+    twice["metadata"]["name"] = "twice"
+    twice["spec"]["mxReplicaSpecs"]["Worker"] = {"replicas": 1, "template": pod}
+    with pytest.raises(KubectlError) as err:
+        crds_installed.apply(twice)
+    assert "must not name a replica type twice" in err.value.stderr

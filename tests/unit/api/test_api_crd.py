@@ -162,3 +162,11 @@ def test_output_is_an_alias_of_output_dir(tmp_path: Path) -> None:
 
 def test_check_against_the_committed_directory_passes() -> None:
     assert stale_files(CRD_DIR) == []
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_crd_fits_client_side_apply_and_etcd(name: str) -> None:
+    """kubectl's client-side apply stores the object as JSON in an annotation, and the apiserver
+    caps all annotations at 256 KiB; etcd caps an object at 1.5 MiB. Keep headroom for both."""
+    compact = json.dumps(_load(name), separators=(",", ":"))
+    assert len(compact) < 200_000, f"{name}: {len(compact)} bytes as JSON"

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from lattice.api import (
     CleanPodPolicy,
@@ -24,6 +25,7 @@ from lattice.api import (
     parse_time,
 )
 from lattice.api.constants import ALL_RESOURCES, MPIJOB, TRAININGJOB
+from lattice.api.mxjob import canonical_replica_type
 
 POD = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
 
@@ -256,3 +258,37 @@ def test_resources() -> None:
     assert TRAININGJOB.api_version == "breezeml.ai/v1"
     assert MPIJOB.crd_name == "mpijobs.kubeflow.org"
     assert [r.namespaced for r in ALL_RESOURCES] == [True, True, True, True, True, False]
+
+
+def test_mxjob_replica_keys_are_matched_ignoring_case() -> None:
+    """training-operator v1.7 normalised ``worker:`` to ``Worker``; so does parsing."""
+    pod = {"spec": {"containers": [{"name": "mxnet", "image": "mx"}]}}
+    job = MXJob.model_validate(
+        {
+            "metadata": {"name": "mx"},
+            "spec": {
+                "mxReplicaSpecs": {
+                    "scheduler": {"template": pod},
+                    "SERVER": {"template": pod},
+                    "worker": {"replicas": 3, "template": pod},
+                    "tunertracker": {"template": pod},
+                }
+            },
+        }
+    )
+    specs = job.spec.mx_replica_specs
+    assert list(specs) == ["Scheduler", "Server", "Worker", "TunerTracker"]
+    assert specs["Worker"].replicas == 3
+    assert job.to_dict()["spec"]["mxReplicaSpecs"].keys() == specs.keys()
+
+
+def test_mxjob_replica_type_twice_in_two_cases_is_refused() -> None:
+    pod = {"spec": {"containers": [{"name": "mxnet", "image": "mx"}]}}
+    raw = {"spec": {"mxReplicaSpecs": {"Worker": {"template": pod}, "worker": {"template": pod}}}}
+    with pytest.raises(ValidationError, match="names a replica type twice"):
+        MXJob.model_validate(raw)
+
+
+def test_unknown_mxjob_replica_type_is_kept_for_the_schema_to_refuse() -> None:
+    assert canonical_replica_type("chief") == "chief"
+    assert canonical_replica_type("tunerserver") == "TunerServer"
