@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 CP := hack/controlplane
 export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
 
-.PHONY: venv lint unit integration test controlplane helm cluster-up cluster-down demo crds docs clean
+.PHONY: venv lint unit integration test controlplane helm cluster-up cluster-down demo crds docs k8s-schema upstream-manifests clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -48,6 +48,25 @@ cluster-down:
 crds: venv
 	$(BIN)/lattice crds --output deploy/crds
 	cp deploy/crds/*_*.yaml deploy/helm/lattice-operator/crds/
+
+# The Kubernetes schemas the CRDs embed (pod templates, Job specs ...), refreshed from the running
+# local control plane (make cluster-up); `make crds` reads only the committed snapshot.
+K8S_OPENAPI := /openapi/v3/api/v1 /openapi/v3/apis/batch/v1 /openapi/v3/apis/autoscaling/v2
+k8s-schema: venv
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && i=0 && \
+	for path in $(K8S_OPENAPI); do \
+	  i=$$((i+1)); PATH="$$($(CP)/build.sh paths | paste -sd: -):$$PATH" \
+	    kubectl --kubeconfig "$(LATTICE_CLUSTER_DIR)/kubeconfig" get --raw "$$path" > "$$tmp/$$i.json"; \
+	done && $(BIN)/python -c 'import sys; from lattice.api.k8s_schema import main; sys.exit(main(sys.argv[1:]))' "$$tmp"/*.json
+
+# The official upstream runtimes and examples for tests/integration/test_crd_upstream.py, copied
+# (never downloaded) from local git mirrors: UPSTREAM_MIRROR/<owner>+<name>[/repo].
+UPSTREAM_MIRROR ?= /work/.mirror
+UPSTREAM_MANIFESTS ?= $(CURDIR)/.upstream-manifests
+upstream-manifests: venv
+	$(BIN)/python -m tests.integration.upstream_manifests --mirror $(UPSTREAM_MIRROR) \
+	  --output $(UPSTREAM_MANIFESTS)
+	@echo "run: LATTICE_UPSTREAM_MANIFESTS=$(UPSTREAM_MANIFESTS) pytest tests/integration/test_crd_upstream.py"
 
 # docs/api-reference.md and docs/configuration.md are generated; unit tests check they are fresh.
 docs: venv

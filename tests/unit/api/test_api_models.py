@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from lattice.api import (
     CleanPodPolicy,
@@ -24,6 +25,7 @@ from lattice.api import (
     parse_time,
 )
 from lattice.api.constants import ALL_RESOURCES, MPIJOB, TRAININGJOB
+from lattice.api.mxjob import canonical_replica_type
 
 POD = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
 
@@ -110,7 +112,7 @@ def test_trainjob_defaults_and_int_or_string() -> None:
     assert numeric.to_dict()["spec"]["trainer"]["numProcPerNode"] == 4
 
 
-def test_runtime_defaults_and_preserved_jobset_fields() -> None:
+def test_runtime_defaults_and_jobset_fields() -> None:
     runtime = ClusterTrainingRuntime.model_validate(
         {
             "metadata": {"name": "mpi"},
@@ -137,10 +139,14 @@ def test_runtime_defaults_and_preserved_jobset_fields() -> None:
     assert spec.pod_group_policy.coscheduling is not None
     assert spec.pod_group_policy.coscheduling.schedule_timeout_seconds == 60
     assert spec.template.spec.replicated_jobs[0].replicas == 1
+    assert spec.template.spec.replicated_jobs[0].group_name == "default"
     assert spec.template.spec.network is not None
     assert spec.template.spec.network.enable_dns_hostnames is True
+    failure = spec.template.spec.failure_policy
+    assert failure is not None
+    assert (failure.max_restarts, failure.restart_strategy) == (3, "Recreate")
     dumped = runtime.to_dict()["spec"]["template"]["spec"]
-    assert dumped["failurePolicy"] == {"maxRestarts": 3}, "unknown JobSet fields are preserved"
+    assert dumped["failurePolicy"] == {"maxRestarts": 3, "restartStrategy": "Recreate"}
     assert dumped["network"] == {"enableDNSHostnames": True}
 
 
@@ -252,3 +258,37 @@ def test_resources() -> None:
     assert TRAININGJOB.api_version == "breezeml.ai/v1"
     assert MPIJOB.crd_name == "mpijobs.kubeflow.org"
     assert [r.namespaced for r in ALL_RESOURCES] == [True, True, True, True, True, False]
+
+
+def test_mxjob_replica_keys_are_matched_ignoring_case() -> None:
+    """training-operator v1.7 normalised ``worker:`` to ``Worker``; so does parsing."""
+    pod = {"spec": {"containers": [{"name": "mxnet", "image": "mx"}]}}
+    job = MXJob.model_validate(
+        {
+            "metadata": {"name": "mx"},
+            "spec": {
+                "mxReplicaSpecs": {
+                    "scheduler": {"template": pod},
+                    "SERVER": {"template": pod},
+                    "worker": {"replicas": 3, "template": pod},
+                    "tunertracker": {"template": pod},
+                }
+            },
+        }
+    )
+    specs = job.spec.mx_replica_specs
+    assert list(specs) == ["Scheduler", "Server", "Worker", "TunerTracker"]
+    assert specs["Worker"].replicas == 3
+    assert job.to_dict()["spec"]["mxReplicaSpecs"].keys() == specs.keys()
+
+
+def test_mxjob_replica_type_twice_in_two_cases_is_refused() -> None:
+    pod = {"spec": {"containers": [{"name": "mxnet", "image": "mx"}]}}
+    raw = {"spec": {"mxReplicaSpecs": {"Worker": {"template": pod}, "worker": {"template": pod}}}}
+    with pytest.raises(ValidationError, match="names a replica type twice"):
+        MXJob.model_validate(raw)
+
+
+def test_unknown_mxjob_replica_type_is_kept_for_the_schema_to_refuse() -> None:
+    assert canonical_replica_type("chief") == "chief"
+    assert canonical_replica_type("tunerserver") == "TunerServer"

@@ -189,10 +189,10 @@ CONTAINERS = f"{SPECS}.Scheduler.template.spec.containers"
             manifest(Worker={}, worker={}),
             NODE,
             [
-                f"{SPECS}: unknown replica type 'worker': must be one of Scheduler, Server, "
-                "Worker, TunerTracker, TunerServer, Tuner"
+                f"{SPECS}: names a replica type twice (keys are matched ignoring case): "
+                + "Worker, worker"
             ],
-            id="replica types are case-sensitive",
+            id="a replica type named twice in two letter cases",
         ),
         pytest.param(
             manifest(Worker={"replicas": 0}),
