@@ -1,7 +1,7 @@
 """Copy the official upstream runtimes and examples out of local git mirrors, for
 ``test_crd_upstream.py``; nothing is downloaded and nothing is committed.
 
-``python -m tests.integration.upstream_manifests --mirror DIR --output DIR`` (``make
+``python -m tests.upstream.upstream_manifests --mirror DIR --output DIR`` (``make
 upstream-manifests``) reads ``SOURCES`` from bare git mirrors laid out as
 ``DIR/<owner>+<name>/repo`` (or ``DIR/<owner>+<name>`` itself), at the named tags, and writes the
 files to ``OUTPUT/<owner>+<name>/<tag>/<path>``. A missing mirror or tag is an error.

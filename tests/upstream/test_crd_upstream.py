@@ -2,7 +2,7 @@
 training-operator v1.7 (MPIJob, MXJob) applies unchanged, and parses into the models.
 
 The upstream files are not in this repository: ``make upstream-manifests`` copies them from local
-git mirrors into ``$LATTICE_UPSTREAM_MANIFESTS`` (``tests/integration/upstream_manifests.py``).
+git mirrors into ``$LATTICE_UPSTREAM_MANIFESTS`` (``tests/upstream/upstream_manifests.py``).
 Without that directory these tests skip, saying so; files upstream's own CRDs refuse are listed,
 with the reason, in ``upstream_manifests.EXCLUDED``. Each document of a kind Lattice serves is
 applied with ``kubectl apply --dry-run=server`` (schema, defaults and CEL rules all run).
@@ -21,8 +21,8 @@ import yaml
 from pydantic import BaseModel
 
 from lattice.api import ClusterTrainingRuntime, MPIJob, MXJob, TrainingRuntime, TrainJob
-from tests.integration.upstream_manifests import EXCLUDED
 from tests.support.cluster import Cluster
+from tests.upstream.upstream_manifests import EXCLUDED
 
 ROOT = Path(os.environ.get("LATTICE_UPSTREAM_MANIFESTS", "/nonexistent"))
 FILES = sorted(ROOT.rglob("*.y*ml")) if ROOT.is_dir() else []
