@@ -18,7 +18,8 @@ Contract:
   affinity terms are kept.
 - ``container_units`` sums one resource over containers, a container's ``requests`` falling back
   to its ``limits`` (the apiserver defaults requests from limits). Quantities are integer units,
-  rounded up, ``cpu`` in millicores (the same units as ``lattice.runtime.quantity``).
+  rounded up, ``cpu`` in millicores (``quantity_units`` is ``lattice.primitives.quantity``'s
+  ``resource_units``, re-exported).
 - ``validation_problems`` turns pydantic errors into :class:`Problem` values on camelCase paths;
   ``unit_problems`` names each malformed quantity of the scheduling unit in a template.
 - ``must_recreate``/``exit_code`` classify failed pods: evicted or disruption-targeted pods are
@@ -41,7 +42,6 @@ import copy
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -63,6 +63,7 @@ from lattice.frameworks.base import (
     Problem,
     RunPolicyView,
 )
+from lattice.primitives.quantity import resource_units as quantity_units
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -291,45 +292,6 @@ def pod_restart_policy(policy: str) -> str:
 
 
 # --------------------------------------------------------------------------- units
-
-_QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suf>[KMGTPE]i|[numkMGTPE]))?$"
-)
-_SUFFIX: dict[str, Decimal] = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    **{s: Decimal(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
-}
-
-
-def quantity_units(resource: str, quantity: object) -> int:
-    """A Kubernetes quantity as integer units, rounded up; ``cpu`` in millicores.
-
-    ``("nvidia.com/gpu", 2)`` -> 2, ``("cpu", "500m")`` -> 500. Raises ``ValueError`` on a
-    malformed quantity.
-    """
-    text = str(quantity).strip()
-    match = _QUANTITY.match(text)
-    if match is None:
-        raise ValueError(f"invalid quantity {quantity!r}")
-    try:
-        value = Decimal(match["num"])
-        if match["exp"]:
-            value = value.scaleb(int(match["exp"][1:]))
-    except InvalidOperation as exc:  # pragma: no cover - the pattern admits only numbers
-        raise ValueError(f"invalid quantity {quantity!r}") from exc
-    if match["suf"]:
-        value *= _SUFFIX[match["suf"]]
-    if resource == "cpu":
-        value *= 1000
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
 
 
 def container_units(containers: Iterable[Mapping[str, Any]], resource: str) -> int:

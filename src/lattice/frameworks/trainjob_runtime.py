@@ -64,6 +64,7 @@ from lattice.frameworks.pods import (
     unit_problems,
     validation_problems,
 )
+from lattice.primitives.keys import kind_key
 
 __all__ = [
     "ANCESTOR_DATASET",
@@ -207,7 +208,7 @@ class ResolvedJob:
 def runtime_key(*, kind: str, namespace: str | None, name: str) -> str:
     """The ``OperatorContext.runtimes`` key of a runtime: ``<kind>/<ns or "">/<name>``."""
     ns = (namespace or "") if kind == RuntimeKind.TRAINING_RUNTIME else ""
-    return f"{kind}/{ns}/{name}"
+    return kind_key(kind=kind, namespace=ns, name=name)
 
 
 def runtime_hash(runtime: Mapping[str, Any]) -> str:

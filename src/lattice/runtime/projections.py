@@ -48,6 +48,7 @@ from datetime import datetime
 from typing import Any
 
 from lattice.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from lattice.primitives.keys import namespaced_key, owner_key
 from lattice.runtime.interning import (
     Interner,
     OwnerRef,
@@ -101,11 +102,6 @@ _containers: Interner[ContainerInfo] = Interner()
 _container_sets: Interner[tuple[ContainerInfo, ...]] = Interner()
 _request_sets: Interner[ResourceList] = Interner()
 _usages: Interner[ForeignPodUsage] = Interner()
-
-
-def owner_key(kind: str, namespace: str, name: str) -> str:
-    """The ``owner`` index value of ``kind/namespace/name`` (kind "" = known by label only)."""
-    return f"{kind}/{namespace}/{name}"
 
 
 def _labels(meta: Mapping[str, Any], prefixes: tuple[str, ...]) -> tuple[str, ...]:
@@ -380,7 +376,7 @@ class ObjectInfo:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return namespaced_key(self.namespace, self.name)
 
     def label(self, key: str) -> str | None:
         return _label(self.labels_flat, key)

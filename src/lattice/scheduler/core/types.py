@@ -15,6 +15,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from lattice.primitives.keys import kind_key as job_key
+
 __all__ = [
     "JobView",
     "NodeView",
@@ -113,11 +115,6 @@ class NodeView:
 
     name: str
     free_units: int
-
-
-def job_key(*, kind: str, namespace: str, name: str) -> str:
-    """The conventional plan key of a job, ``"Kind/namespace/name"``."""
-    return f"{kind}/{namespace}/{name}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -46,8 +46,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from lattice.api.base import format_micro_time
-from lattice.api.base import parse_time as _parse_time
 from lattice.frameworks.base import (
     Demand,
     InvalidJob,
@@ -56,6 +54,9 @@ from lattice.frameworks.base import (
     OperatorContext,
     PinsInputs,
 )
+from lattice.primitives.paths import get_path
+from lattice.primitives.times import format_micro_time
+from lattice.primitives.times import parse_opt_time as parse_time
 from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
 from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
 
@@ -96,18 +97,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- time
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 string (or an aware datetime) as aware UTC; ``None`` when absent or invalid."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return _parse_time(value)
-    except ValueError:
-        return None
 
 
 def format_time(value: datetime | None) -> str | None:
@@ -182,16 +171,6 @@ class Invalid:
 
     key: str
     message: str
-
-
-def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Mapping[str, Any]:
-    """The mapping at ``path`` below ``obj``; an empty mapping where any step is missing."""
-    node: Any = obj
-    for step in path:
-        node = node.get(step) if isinstance(node, Mapping) else None
-        if node is None:
-            return {}
-    return node if isinstance(node, Mapping) else {}
 
 
 def _int(value: Any) -> int:
