@@ -74,11 +74,11 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from lattice.clock import RealClock
+from lattice.clock import RealClock, yield_now
 from lattice.kube.client import KubeClient, WatchEvent, connect
 from lattice.kube.errors import ApiError, NotFound
 from lattice.kube.resources import NAMESPACES, PODS, Resource
@@ -144,7 +144,7 @@ def git_rev() -> str:
 def print_setup(extra: str) -> None:
     load = os.getloadavg()
     print(
-        f"date {datetime.now(UTC).isoformat(timespec='seconds')}; nproc {os.cpu_count()}; "
+        f"date {RealClock().now().isoformat(timespec='seconds')}; nproc {os.cpu_count()}; "
         f"python {platform.python_version()}; lattice git {git_rev()}; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
@@ -284,7 +284,7 @@ class MemWorld:
     gpus: int
     namespaces: int
     seed: int
-    now: datetime = field(default_factory=lambda: datetime.now(UTC).replace(microsecond=0))
+    now: datetime = field(default_factory=lambda: RealClock().now().replace(microsecond=0))
     SIZES: tuple[int, ...] = (4, 8, 16, 8, 16, 24, 8, 16)
 
     def __post_init__(self) -> None:
@@ -894,7 +894,7 @@ class FakeApi:
         **_: Any,
     ) -> Obj:
         key = (res.plural, label_selector or "")
-        await asyncio.sleep(0)
+        await yield_now()
         rv = self._next_rv()
         if key not in self.enabled:
             return {"metadata": {"resourceVersion": rv}, "items": []}
@@ -922,7 +922,7 @@ class FakeApi:
                 for n, text in enumerate(it):
                     yield WatchEvent("ADDED", json.loads(text))
                     if n % 256 == 255:
-                        await asyncio.sleep(0)
+                        await yield_now()
                 self._streams.pop(key, None)
                 continue
             wake.clear()
@@ -966,7 +966,7 @@ async def until(cond: Callable[[], bool], period: float = 0.05) -> None:
     while True:
         if cond():
             return
-        await asyncio.sleep(period)
+        await RealClock().sleep(period)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -1081,7 +1081,7 @@ async def memory_child(mode: str, a: argparse.Namespace) -> None:
     delivered = fake.deliver_patched()
     key = ("trainingjobs", "")
     await until(lambda: not fake.pending(key))
-    await asyncio.sleep(0.1)
+    await RealClock().sleep(0.1)
     t2 = clock.monotonic()
     plan = await op.scheduler.run_once()
     pass2 = clock.monotonic() - t2

@@ -31,6 +31,7 @@ from typing import Any
 import bench_scheduler_load as load
 
 from lattice.cli import GC_THRESHOLDS
+from lattice.clock import RealClock
 
 DEFAULT_THRESHOLDS = (700, 10, 10)
 #: The ticker's sleep: its wake-ups come this late when the event loop is busy.
@@ -83,7 +84,7 @@ async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[s
     async def ticker() -> None:
         while True:
             t = time.perf_counter()
-            await asyncio.sleep(TICK)
+            await RealClock().sleep(TICK)
             lags.append(time.perf_counter() - t - TICK)
 
     op.scheduler.decide_in_thread = in_thread
@@ -96,7 +97,7 @@ async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[s
         times.append(time.perf_counter() - t)
         # A pass with nothing to write never yields: let the ticker wake (and log the stall)
         # before the next pass starts.
-        await asyncio.sleep(2 * TICK)
+        await RealClock().sleep(2 * TICK)
     ticking.cancel()
     gc.callbacks.remove(on_gc)
     lags.sort()

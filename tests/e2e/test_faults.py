@@ -26,7 +26,6 @@ import os
 import signal
 import ssl
 import subprocess
-import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lattice.clock import RealClock
 from tests.e2e.conftest import OperatorProcess, Pool
 from tests.e2e.test_trainingjob_lifecycle import metrics_of, samples
 from tests.e2e.test_trainingjob_scheduling import GPU, World, trainingjob
@@ -50,6 +50,8 @@ FUZZ_EXAMPLES = int(os.environ.get("LATTICE_FUZZ_EXAMPLES", "60"))
 FLAGS = (f"--scheduling-unit={GPU}", "--resize-interval=0")
 JOB_NAME = "training.kubeflow.org/job-name"
 PKI = REPO / ".cluster" / "pki"
+
+_CLOCK = RealClock()
 
 
 def n_jobs(base: int) -> int:
@@ -251,7 +253,7 @@ def test_apiserver_and_etcd_restart_operator_recovers(
         apply_burst(crds_installed, namespace, before)
         wait_all_running(world, before, what="jobs Running before the restarts")
         for component, job in (("kube-apiserver", "after-api"), ("etcd", "after-etcd")):
-            t0 = time.monotonic()
+            t0 = _CLOCK.monotonic()
             try:
                 restart_component(crds_installed, component)
             finally:
@@ -261,7 +263,7 @@ def test_apiserver_and_etcd_restart_operator_recovers(
                     interval=0.5,
                     what=f"apiserver /readyz after restarting {component}",
                 )
-            print(f"{component} restarted, apiserver ready in {time.monotonic() - t0:.1f}s")
+            print(f"{component} restarted, apiserver ready in {_CLOCK.monotonic() - t0:.1f}s")
             world.apply(trainingjob(job, min_size=1, max_size=1))
             wait_all_running(world, [job], what=f"{job} Running after the {component} restart")
             assert op.popen.poll() is None, f"operator exited after {component} restart"
@@ -314,7 +316,7 @@ def test_leader_sigkill_failover_no_double_action(
         apply_burst(crds_installed, namespace, names)
         wait_for(lambda: count_pods(world), lambda c: c >= max(1, n // 10), what="10% pods")
         ops[leader].kill()
-        killed = time.monotonic()
+        killed = _CLOCK.monotonic()
         wait_for(
             lambda: _holder(crds_installed, namespace),
             lambda h: h == other,
@@ -322,7 +324,7 @@ def test_leader_sigkill_failover_no_double_action(
             interval=0.1,
             what=f"{other} to take the lease",
         )
-        takeover = time.monotonic() - killed
+        takeover = _CLOCK.monotonic() - killed
         print(f"takeover by {other} after {takeover:.2f}s (lease {lease}s, retry {retry}s)")
         assert takeover <= lease + retry + 2.0, f"takeover took {takeover:.1f}s"
         wait_all_running(world, names, what="all jobs Running under the new leader")

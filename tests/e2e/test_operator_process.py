@@ -15,7 +15,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,10 +22,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from lattice.clock import RealClock
 from tests.support.cluster import REPO, Cluster
 from tests.support.wait import wait_for
 
 LATTICE = str(REPO / ".venv" / "bin" / "lattice")
+
+_CLOCK = RealClock()
 
 
 def _free_port() -> int:
@@ -185,7 +187,7 @@ def test_two_replicas_elect_one_leader_and_fail_over_after_sigkill(
     assert leaders == [first]
     leader, standby = (a, b) if first == "replica-a" else (b, a)
     leader.popen.send_signal(signal.SIGKILL)
-    killed = time.monotonic()
+    killed = _CLOCK.monotonic()
     wait_for(
         lambda: _holder(cluster, namespace),
         lambda h: h == standby.name,
@@ -193,7 +195,7 @@ def test_two_replicas_elect_one_leader_and_fail_over_after_sigkill(
         interval=0.1,
         what="the standby to take over",
     )
-    takeover = time.monotonic() - killed
+    takeover = _CLOCK.monotonic() - killed
     print(
         f"\nleader takeover after SIGKILL: {takeover:.2f}s "
         f"(lease {lease:.0f}s, retry {retry:.0f}s)",

@@ -30,6 +30,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from lattice.clock import RealClock
 from tests.e2e.conftest import OperatorProcess, Pool
 from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World, trainingjob
 from tests.support.cluster import Cluster
@@ -312,7 +313,7 @@ def test_ttl_deletes_finished_job(
             interval=0.1,
             what="the TTL deletes brief",
         )
-        gone_after = (datetime.now(UTC) - completed).total_seconds()
+        gone_after = (RealClock().now() - completed).total_seconds()
         # completionTime is truncated to the second: deletion is due at completionTime + 2 s.
         assert 1.9 <= gone_after <= 8.0, f"deleted {gone_after:.1f}s after completion"
 

@@ -34,6 +34,8 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from lattice.clock import RealClock
+
 __all__ = ["FaultProxy", "Faults"]
 
 _HOP = {
@@ -175,7 +177,7 @@ class FaultProxy:
         self._count("requests")
         if f.hit(f.slow):
             self._count("slow")
-            await asyncio.sleep(f.slow_seconds)
+            await RealClock().sleep(f.slow_seconds)
         if not watch:
             if f.hit(f.error_429):
                 self._count("429")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from lattice.clock import FakeClock
+from lattice.clock import FakeClock, yield_now
 from lattice.config import Settings
 from lattice.frameworks.base import OperatorContext
 from lattice.kube import Conflict, NotFound, Resource
@@ -109,7 +109,7 @@ class FakeKube:
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
         try:
-            await asyncio.sleep(0)  # let other writes start: a real request takes a while
+            await yield_now()  # let other writes start: a real request takes a while
             slow = self.blocked.get(name)
             if slow is not None:
                 await slow.wait()
