@@ -93,7 +93,6 @@ from _support import (
     Pinning,
     Watcher,
     apiserver_metrics,
-    apply_merge_patch,
     bare_pod,
     clock,
     create_node_pool,
@@ -110,6 +109,9 @@ from _support import (
     stop_process,
     write_selector,
 )
+
+from tests.support.builders import trainingjob
+from tests.support.patches import apply_merge_patch
 
 CLASS_LABEL = "lattice.bench/class"
 MANAGED = "lattice.breezeml.ai/managed"
@@ -182,43 +184,6 @@ async def write_chain(client: KubeClient, ns: str, name: str, pool: str) -> None
     status = {"status": {"stage": "Running", "currentSize": 1}}
     await client.patch(TRAININGJOBS, name, status, namespace=ns, subresource="status")
     await client.create(PODS, bare_pod(f"{name}-worker-0", pool), namespace=ns)
-
-
-def trainingjob(
-    name: str,
-    *,
-    min_size: int,
-    max_size: int,
-    priority: int,
-    gpus: int = 1,
-    labels: dict[str, str] | None = None,
-) -> Obj:
-    """The user's manifest (as in tests/e2e): one ``trainingjob`` container asking for GPUs."""
-    res = {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}}
-    return {
-        "apiVersion": "breezeml.ai/v1",
-        "kind": "TrainingJob",
-        "metadata": {"name": name, **({"labels": labels} if labels else {})},
-        "spec": {
-            "minSize": min_size,
-            "maxSize": max_size,
-            "priority": priority,
-            "replicaSpecs": {
-                "template": {
-                    "spec": {
-                        "containers": [
-                            {
-                                "name": "trainingjob",
-                                "image": "example.com/train:1",
-                                "command": ["python", "main.py"],
-                                "resources": res,
-                            }
-                        ]
-                    }
-                }
-            },
-        },
-    }
 
 
 # =========================================================================== memory section

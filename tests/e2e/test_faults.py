@@ -38,9 +38,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lattice.clock import RealClock
-from tests.e2e.conftest import OperatorProcess, Pool
+from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_lifecycle import metrics_of, samples
-from tests.e2e.test_trainingjob_scheduling import GPU, World, trainingjob
+from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import REPO, Cluster, KubectlError
 from tests.support.fault_proxy import FaultProxy, Faults
 from tests.support.wait import wait_for
@@ -145,17 +146,6 @@ def healthz(op: OperatorProcess) -> int:
         return 0
 
 
-@contextlib.contextmanager
-def dump_logs_on_failure(*ops: OperatorProcess) -> Iterator[None]:
-    try:
-        yield
-    except BaseException:
-        for op in ops:
-            print(f"--- operator {op.args[:0]} pid={op.popen.pid if op.popen else None}")
-            print(op.logs())
-        raise
-
-
 # --- 1. SIGKILL during a burst ------------------------------------------------------------------
 
 
@@ -167,7 +157,7 @@ def test_sigkill_during_burst_no_duplicates_no_orphans(
     op: OperatorProcess = operator(*FLAGS)
     world = World(crds_installed, namespace)
     names = [f"burst-{i:04d}" for i in range(n)]
-    with dump_logs_on_failure(op):
+    with explained(op):
         apply_burst(crds_installed, namespace, names)
         # kill while the operator is part-way through the burst
         created = wait_for(
@@ -249,7 +239,7 @@ def test_apiserver_and_etcd_restart_operator_recovers(
     pid = op.popen.pid
     world = World(crds_installed, namespace)
     before = [f"pre-{i}" for i in range(4)]
-    with dump_logs_on_failure(op):
+    with explained(op):
         apply_burst(crds_installed, namespace, before)
         wait_all_running(world, before, what="jobs Running before the restarts")
         for component, job in (("kube-apiserver", "after-api"), ("etcd", "after-etcd")):
@@ -308,7 +298,7 @@ def test_leader_sigkill_failover_no_double_action(
     }
     world = World(crds_installed, namespace)
     names = [f"le-{i:04d}" for i in range(n)]
-    with dump_logs_on_failure(*ops.values()):
+    with explained(*ops.values()):
         leader = wait_for(
             lambda: _holder(crds_installed, namespace), lambda h: h in ops, what="a leader"
         )
@@ -388,7 +378,7 @@ def test_fault_proxy_converges(
         op.start()
         world = World(crds_installed, namespace)
         names = [f"px-{i:04d}" for i in range(n)]
-        with dump_logs_on_failure(op):
+        with explained(op):
             apply_burst(crds_installed, namespace, names)
             wait_all_running(world, names, what=f"{n} jobs Running through the fault proxy")
             assert_integrity(crds_installed, namespace, names)
@@ -505,7 +495,7 @@ def test_fuzz_corpus_never_crashes_operator(
         outcome["accepted"] += 1
         accepted.append((doc["kind"], name))
 
-    with dump_logs_on_failure(op):
+    with explained(op):
         case()
         assert op.popen is not None
         assert op.popen.poll() is None, "operator crashed"

@@ -20,18 +20,18 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import OperatorProcess, Pool
+from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_mpijob import (
     FLAGS,
     JOB_ROLE,
     RUN_FOR,
     TIMEOUT,
     Kubeflow,
-    explained,
     finishing,
     mpijob,
 )
-from tests.e2e.test_trainingjob_scheduling import GPU, World, trainingjob
+from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 

@@ -21,18 +21,18 @@ pod with ``kubectl annotate`` to finish only that worker.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from lattice.clock import RealClock
-from tests.e2e.conftest import OperatorProcess, Pool
-from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World, trainingjob
+from tests.e2e.conftest import OperatorProcess, Pool, explained
+from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
@@ -42,16 +42,6 @@ GPU_FLAGS = (f"--scheduling-unit={GPU}", "--resize-interval=0")
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def explained(op: OperatorProcess) -> Iterator[None]:
-    """Print the operator's log when an assertion fails inside."""
-    try:
-        yield
-    except AssertionError:
-        print(op.logs())
-        raise
 
 
 def with_run_policy(manifest: dict[str, Any], **policy: Any) -> dict[str, Any]:
@@ -213,7 +203,9 @@ def test_worker_exit_code_fails_job_and_frees_capacity(
     op: OperatorProcess = operator(*GPU_FLAGS)
     world = World(crds_installed, namespace)
     with explained(op):
-        world.apply(trainingjob("crash", min_size=4, max_size=4, annotations=finishing(1, "4s")))
+        world.apply(
+            trainingjob("crash", min_size=4, max_size=4, pod_annotations=finishing(1, "4s"))
+        )
         # The scheduler's decision, before the pods run (their 4 s have not started yet).
         wait_status(
             world,
@@ -300,7 +292,7 @@ def test_ttl_deletes_finished_job(
     with explained(op):
         world.apply(
             with_run_policy(
-                trainingjob("brief", min_size=1, max_size=1, annotations=finishing(0, "1s")),
+                trainingjob("brief", min_size=1, max_size=1, pod_annotations=finishing(0, "1s")),
                 ttlSecondsAfterFinished=2,
             )
         )

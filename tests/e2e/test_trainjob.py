@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.e2e.conftest import OperatorProcess, Pool
-from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, controller_of, env_of, explained
-from tests.e2e.test_trainingjob_scheduling import World, trainingjob
+from tests.e2e.conftest import OperatorProcess, Pool, explained
+from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, controller_of, env_of
+from tests.e2e.test_trainingjob_scheduling import World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
