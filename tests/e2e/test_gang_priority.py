@@ -15,6 +15,7 @@ On 2 nodes x 4 GPUs (``--scheduling-unit=nvidia.com/gpu --resize-interval=0``):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -130,7 +131,7 @@ def test_gangs_share_capacity_and_priority_preempts_a_whole_mpijob(
         tjs.expect({"tj": 4}, what="tj keeps 4")
         for plural in ("jobs.batch", "configmaps", "secrets", "services"):
             wait_for(
-                lambda plural=plural: mpi.owned(plural, "mpi"),
+                functools.partial(mpi.owned, plural, "mpi"),
                 lambda objs: objs == {},
                 timeout=TIMEOUT,
                 what=f"mpi's {plural} are gone",

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -35,6 +36,10 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _status(url: str) -> int:
+    return _http(url)[0]
 
 
 def _http(url: str) -> tuple[int, str]:
@@ -176,7 +181,10 @@ def test_two_replicas_elect_one_leader_and_fail_over_after_sigkill(
     # Both replicas serve probes; exactly one reports leadership.
     for p in (a, b):
         wait_for(
-            lambda p=p: _http(p.url("/readyz"))[0], lambda c: c == 200, timeout=60, what="readyz"
+            functools.partial(_status, p.url("/readyz")),
+            lambda c: c == 200,
+            timeout=60,
+            what="readyz",
         )
     leaders = [
         p.name

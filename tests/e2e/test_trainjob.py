@@ -84,9 +84,10 @@ def wait_pods(tj: Kubeflow, job: str, n: int, phase: str = "Running") -> dict[st
             (p.get("status") or {}).get("phase") == phase for p in pods.values()
         )
 
-    return dict(
-        wait_for(lambda: tj.pods(job), ready, timeout=TIMEOUT, what=f"{n} {phase} pods of {job}")
+    pods: dict[str, Any] = wait_for(
+        lambda: tj.pods(job), ready, timeout=TIMEOUT, what=f"{n} {phase} pods of {job}"
     )
+    return dict(pods)
 
 
 def test_torch_distributed_example_pods_env_and_complete(

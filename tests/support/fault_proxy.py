@@ -162,8 +162,8 @@ class FaultProxy:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         server = site._server
-        assert server is not None
-        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        assert isinstance(server, asyncio.Server)
+        self.port = int(server.sockets[0].getsockname()[1])
         self._ready.set()
         await self._stop.wait()
         await runner.cleanup()
