@@ -1,12 +1,11 @@
 """Slim projections of pods, nodes, Services and job objects for the informer cache.
 
-A raw Pod dict costs ~20 KB of Python heap (performance-anchors §2); these projections keep only
+A raw Pod dict costs tens of KB of Python heap; these projections keep only
 what the reconcilers and the scheduler read, in frozen ``slots`` dataclasses, and share whatever
 repeats: strings go through ``sys.intern`` (namespaces, node names, label keys and values,
 phases, reasons), and small immutable parts (owner references, request tuples, container states,
-timestamps) through bounded intern tables, so the pods of one job share them. Measured with
-``bench/bench_pod_memory.py``: about 0.8 KB per cached pod including the store's key and its
-namespace/owner/node indexes, against ~23 KB for the raw dict.
+timestamps) through bounded intern tables, so the pods of one job share them
+(``bench/bench_pod_memory.py`` measures the cost per cached pod; figures in docs/performance.md).
 
 Contract:
 - Each transform takes the raw object (a dict from the apiserver) and returns a projection, or

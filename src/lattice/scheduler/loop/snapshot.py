@@ -87,8 +87,8 @@ __all__ = [
 
 #: How many waiting jobs get a persisted ``queuePosition``: the head of the queue, as Kueue's
 #: ClusterQueue status listed its first ``maxCount`` (default 10) pending workloads. Each shown
-#: position costs a status write whenever it moves: with 100 shown, a busy queue (the
-#: scheduler-heavy bench) spent ~2,150 of its ~8,600 scheduler writes on positions alone.
+#: position costs a status write whenever it moves; with 100 shown, a busy queue spent a
+#: quarter of the scheduler's writes on positions alone (docs/performance.md).
 SHOWN_POSITIONS = 10
 BLOCKING_TAINT_EFFECTS: frozenset[str] = frozenset({"NoSchedule", "NoExecute"})
 FINISHED_STAGES: frozenset[str] = frozenset({Stage.COMPLETED, Stage.WRONG, "Cancelled"})
@@ -227,7 +227,7 @@ def job_demand(
 ) -> Demand | Invalid:
     """The plugin's demand for one job object (parse, then demand), or :class:`Invalid`.
 
-    This is the costly part of :func:`job_view` (about 1 ms for an MPIJob).
+    This is the costly part of :func:`job_view` (docs/performance.md), which the loop memoises.
     """
     meta = obj.get("metadata") or {}
     key = job_key(
