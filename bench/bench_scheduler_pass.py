@@ -28,7 +28,9 @@ import sys
 import time
 from typing import Any
 
-import bench_scheduler_load as load
+from schedload.common import GPU, MANAGED, print_setup
+from schedload.fake import FakeApi, WorldClock, filled, until
+from schedload.world import MemWorld
 
 from lattice.cli import GC_THRESHOLDS
 from lattice.clock import RealClock
@@ -46,28 +48,26 @@ async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[s
     from lattice.runtime.logs import configure_logging
 
     configure_logging(level="warning", fmt="json")
-    world = load.MemWorld(jobs, pods, 8, 10, 9)
-    fake = load.FakeApi(world)
-    settings = Settings(
-        scheduling_unit=load.GPU, metrics_addr="127.0.0.1:0", probe_addr="127.0.0.1:0"
-    )
-    op = Operator(settings, fake, clock=load.WorldClock(world.now), registry=CollectorRegistry())
+    world = MemWorld(jobs, pods, 8, 10, 9)
+    fake = FakeApi(world)
+    settings = Settings(scheduling_unit=GPU, metrics_addr="127.0.0.1:0", probe_addr="127.0.0.1:0")
+    op = Operator(settings, fake, clock=WorldClock(world.now), registry=CollectorRegistry())
     op.informers.start()
     op.recorder.start()
     await op.informers.wait_synced()
     tj = op.jobs["TrainingJob"]
     parts: list[tuple[Any, tuple[str, str], int]] = [
         (op.nodes, ("nodes", ""), world.nodes),
-        (op.foreign_pods, ("pods", f"!{load.MANAGED}"), world.nodes),
+        (op.foreign_pods, ("pods", f"!{MANAGED}"), world.nodes),
         (tj, ("trainingjobs", ""), world.jobs),
-        (op.pods, ("pods", load.MANAGED), world.pods),
+        (op.pods, ("pods", MANAGED), world.pods),
     ]
     for informer, key, want in parts:
         fake.stream(key)
-        await load.until(load._filled(informer.store, key, want, fake))
+        await until(filled(informer.store, key, want, fake))
     await op.scheduler.run_once()
     fake.deliver_patched()
-    await load.until(lambda: not fake.pending(("trainingjobs", "")))
+    await until(lambda: not fake.pending(("trainingjobs", "")))
     await op.scheduler.run_once()
 
     spent: list[float] = []
@@ -144,7 +144,7 @@ def main() -> int:
         result = child(a.jobs, a.pods, a.passes, in_thread=a.core == "thread")
         print(json.dumps(asyncio.run(result)))
         return 0
-    load.print_setup(f"{a.jobs} TrainingJobs, {a.pods} pods, {a.passes} timed passes per mode")
+    print_setup(f"{a.jobs} TrainingJobs, {a.pods} pods, {a.passes} timed passes per mode")
     rows = {
         "default GC, core in thread": run_mode(DEFAULT_THRESHOLDS, a),
         "raised GC, core in thread": run_mode(GC_THRESHOLDS, a),
