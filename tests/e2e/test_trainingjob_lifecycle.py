@@ -24,12 +24,12 @@ from __future__ import annotations
 import re
 import urllib.request
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from lattice.clock import RealClock
+from lattice.primitives.times import parse_time
 from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World
 from tests.support.builders import trainingjob
@@ -129,10 +129,6 @@ def finish_pod(world: World, pod: str, code: int) -> None:
         f"{RUN_FOR}=0s",
         "--overwrite",
     )
-
-
-def parse_time(value: str) -> datetime:
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def metrics_of(op: OperatorProcess) -> str:
