@@ -14,8 +14,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import LATTICE, OperatorProcess, Pool
-from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World, trainingjob
+from tests.e2e.conftest import LATTICE, OperatorProcess, Pool, explained
+from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
@@ -77,7 +78,7 @@ def test_queue_and_explain_through_kubectl(
     pool.add(count=1, gpus=4)
     op: OperatorProcess = operator(f"--scheduling-unit={GPU}", "--resize-interval=0")
     world = World(crds_installed, namespace)
-    try:
+    with explained(op):
         world.apply(trainingjob("r", min_size=4, max_size=4, priority=5))
         world.expect({"r": 4}, what="r runs on all four GPUs")
         world.apply(trainingjob("w", min_size=2, max_size=2, priority=0))
@@ -135,6 +136,3 @@ def test_queue_and_explain_through_kubectl(
         assert [f"{namespace}/{n} " in ahead for n in ("r", "x", "m")] == [False, True, True]
         events = text.split("newest last):")[1]
         assert "Queued" in events, "the scheduler's Queued event about w is listed"
-    except AssertionError:
-        print(op.logs())
-        raise

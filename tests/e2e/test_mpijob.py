@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import OperatorProcess, Pool
+from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_lifecycle import metrics_of, sample, samples
 from tests.e2e.test_trainingjob_scheduling import GPU
 from tests.support.cluster import REPO, Cluster
@@ -215,15 +215,6 @@ class Kubeflow:
         self.cluster.kubectl(
             "annotate", "pod", pod, "-n", self.ns, f"{EXIT_CODE}={code}", f"{RUN_FOR}=0s"
         )
-
-
-@contextlib.contextmanager
-def explained(op: OperatorProcess) -> Iterator[None]:
-    try:
-        yield
-    except AssertionError:
-        print(op.logs())
-        raise
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:

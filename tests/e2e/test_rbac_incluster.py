@@ -33,8 +33,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import LATTICE, OperatorProcess, Pool, free_port
-from tests.e2e.test_trainingjob_scheduling import GPU, World, trainingjob
+from tests.e2e.conftest import LATTICE, OperatorProcess, Pool, explained, free_port
+from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import REPO, Cluster
 from tests.support.wait import wait_for
 
@@ -103,10 +104,6 @@ def request_codes(op: OperatorProcess) -> dict[str, float]:
     return codes
 
 
-def _fail_with_logs(op: OperatorProcess) -> None:
-    print(op.logs())
-
-
 def test_operator_runs_the_walk_as_the_deploy_service_account(
     deploy_rbac: Cluster, namespace: str, pool: Pool, operator: Any, tmp_path: Path
 ) -> None:
@@ -145,7 +142,7 @@ def test_operator_runs_the_walk_as_the_deploy_service_account(
         f"--leader-election-id={lease}",
     )
     world = World(cluster, namespace)
-    try:
+    with explained(op):
         world.apply(trainingjob("a", min_size=2, max_size=4))
         world.expect({"a": 4}, what="step 1: A=4")
         world.apply(trainingjob("b", min_size=2, max_size=4))
@@ -164,9 +161,6 @@ def test_operator_runs_the_walk_as_the_deploy_service_account(
         assert codes.get("200", 0) > 0
         denied = {c: n for c, n in codes.items() if c in ("401", "403")}
         assert not denied, f"requests refused: {denied}"
-    except AssertionError:
-        _fail_with_logs(op)
-        raise
 
 
 def _without(rules: list[dict[str, Any]], *, resource: str, verb: str) -> list[dict[str, Any]]:
@@ -222,7 +216,7 @@ def test_one_rule_less_and_a_preempted_job_never_shrinks(
         "--kubeconfig", str(minus_pod_delete), f"--scheduling-unit={GPU}", "--resize-interval=0"
     )
     world = World(cluster, namespace)
-    try:
+    with explained(op):
         world.apply(trainingjob("a", min_size=2, max_size=4))
         world.expect({"a": 4}, what="A=4 (creating pods is still allowed)")
         world.apply(trainingjob("b", min_size=2, max_size=4))
@@ -245,9 +239,6 @@ def test_one_rule_less_and_a_preempted_job_never_shrinks(
         phases = [p["status"].get("phase") for p in world.pods().get("b", [])]
         assert all(ph == "Pending" for ph in phases), f"B's pods wait for GPUs: {phases}"
         assert request_codes(op).get("403", 0) > 0
-    except AssertionError:
-        _fail_with_logs(op)
-        raise
 
 
 def test_in_cluster_mode_reconciles_a_job(
@@ -301,19 +292,17 @@ def test_in_cluster_mode_reconciles_a_job(
     )
     world = World(cluster, namespace)
     try:
-        world.apply(trainingjob("a", min_size=1, max_size=2))
-        world.expect({"a": 2}, what="the in-cluster operator runs A with 2 pods")
-        holder = cluster.get_json("lease", lease, "-n", SYSTEM_NS)["spec"].get("holderIdentity")
-        assert holder == pod_name, "POD_NAME is the leader identity, in POD_NAMESPACE"
-        assert not {c for c in request_codes(op) if c in ("401", "403")}
-        assert op.popen is not None
-        op.popen.terminate()
-        assert op.popen.wait(timeout=40) == 0, "SIGTERM drains, releases the Lease, exits 0"
-        released = cluster.get_json("lease", lease, "-n", SYSTEM_NS)["spec"]
-        assert not released.get("holderIdentity"), f"the Lease is released: {released}"
-    except AssertionError:
-        _fail_with_logs(op)
-        raise
+        with explained(op):
+            world.apply(trainingjob("a", min_size=1, max_size=2))
+            world.expect({"a": 2}, what="the in-cluster operator runs A with 2 pods")
+            holder = cluster.get_json("lease", lease, "-n", SYSTEM_NS)["spec"].get("holderIdentity")
+            assert holder == pod_name, "POD_NAME is the leader identity, in POD_NAMESPACE"
+            assert not {c for c in request_codes(op) if c in ("401", "403")}
+            assert op.popen is not None
+            op.popen.terminate()
+            assert op.popen.wait(timeout=40) == 0, "SIGTERM drains, releases the Lease, exits 0"
+            released = cluster.get_json("lease", lease, "-n", SYSTEM_NS)["spec"]
+            assert not released.get("holderIdentity"), f"the Lease is released: {released}"
     finally:
         op.stop()
         log.close()

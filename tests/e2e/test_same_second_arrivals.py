@@ -28,7 +28,8 @@ from typing import Any
 import yaml
 
 from tests.e2e.conftest import OperatorProcess, Pool
-from tests.e2e.test_trainingjob_scheduling import GPU, World, trainingjob
+from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 

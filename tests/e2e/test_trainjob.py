@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.e2e.conftest import OperatorProcess, Pool
-from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, controller_of, env_of, explained
-from tests.e2e.test_trainingjob_scheduling import World, trainingjob
+from tests.e2e.conftest import OperatorProcess, Pool, explained
+from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, controller_of, env_of
+from tests.e2e.test_trainingjob_scheduling import World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
@@ -83,9 +84,10 @@ def wait_pods(tj: Kubeflow, job: str, n: int, phase: str = "Running") -> dict[st
             (p.get("status") or {}).get("phase") == phase for p in pods.values()
         )
 
-    return dict(
-        wait_for(lambda: tj.pods(job), ready, timeout=TIMEOUT, what=f"{n} {phase} pods of {job}")
+    pods: dict[str, Any] = wait_for(
+        lambda: tj.pods(job), ready, timeout=TIMEOUT, what=f"{n} {phase} pods of {job}"
     )
+    return dict(pods)
 
 
 def test_torch_distributed_example_pods_env_and_complete(

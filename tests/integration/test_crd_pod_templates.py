@@ -106,7 +106,7 @@ def test_mxjob_lower_case_replica_keys_apply_and_parse_canonical(
 ) -> None:
     """training-operator v1.7 accepted ``scheduler:``/``server:``/``worker:``; so do we."""
     pod = {"spec": {"containers": [{"name": "mxnet", "image": "example.com/mxnet:1.9"}]}}
-    manifest = {
+    manifest: dict[str, Any] = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "MXJob",
         "metadata": {"name": "lower-case-keys", "namespace": namespace},

@@ -7,15 +7,16 @@ rule is checked without a cluster; ``tests/e2e/test_kubectl_plugin.py`` runs it 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from lattice.api import constants
 from lattice.frameworks.base import OperatorContext
-from lattice.kube import NotFound, Resource, WatchEvent
+from lattice.kube import NotFound
 from lattice.kube.errors import Forbidden
+from lattice.kube.resources import EVENTS
 from lattice.kubectl import commands
 from lattice.kubectl.render import QUEUE_HEADER, explain_text, queue_table, verdict
 from lattice.kubectl.rows import (
@@ -27,6 +28,7 @@ from lattice.kubectl.rows import (
     queue_order,
     resolve_kind,
 )
+from tests.support.memory_client import MemoryClient
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 CTX = OperatorContext()
@@ -292,7 +294,7 @@ def test_explain_text_lists_fields_the_jobs_ahead_and_events_newest_last() -> No
         last_decision="Waiting at position 3: needs 2 units, 0 free",
     )
     ahead = [row("r1", position=1, stage="Running"), row("r2", position=2, stage="Waiting")]
-    events = [
+    events: list[Obj] = [
         {
             "type": "Normal",
             "reason": "Queued",
@@ -364,59 +366,22 @@ def test_kubeconfig_paths_prefer_the_flag_then_the_environment() -> None:
 # --------------------------------------------------------------------------- reads
 
 
-class FakeClient:
-    """Lists and gets from fixed objects; kinds in ``missing`` answer 404, ``forbidden`` 403."""
-
-    def __init__(
-        self,
-        objects: Mapping[str, list[Obj]],
-        *,
-        missing: frozenset[str] = frozenset(),
-        forbidden_all_namespaces: bool = False,
-    ) -> None:
-        self.objects = objects
-        self.missing = missing
-        self.forbidden_all = forbidden_all_namespaces
-        self.selectors: list[str | None] = []
-
-    async def list(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        resource_version: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> Obj:
-        if res.plural in self.missing:
-            raise NotFound(404, "NotFound", "the server could not find the requested resource")
-        if self.forbidden_all and namespace is None and res.namespaced:
-            raise Forbidden(403, "Forbidden", "cannot list at the cluster scope")
-        if res.plural == "events":
-            self.selectors.append(field_selector)
-        items = [
-            o
-            for o in self.objects.get(res.plural, [])
-            if namespace is None or o["metadata"].get("namespace") == namespace
-        ]
-        # Two pages, to exercise the continue token.
-        if continue_token is None and len(items) > 1:
-            return {"items": items[:1], "metadata": {"continue": "next"}}
-        return {"items": items[1:] if continue_token else items, "metadata": {}}
-
-    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
-        for o in self.objects.get(res.plural, []):
-            if o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace:
-                return o
-        raise NotFound(404, "NotFound", f"{res.plural} {name!r} not found")
-
-    def watch(self, res: Resource, **kwargs: Any) -> AsyncIterator[WatchEvent]:
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        return None
+def cluster_client(
+    *, missing: frozenset[str] = frozenset(), forbidden_all_namespaces: bool = False
+) -> MemoryClient:
+    """The objects of ``_cluster`` served in pages of one (to exercise the continue token);
+    kinds in ``missing`` answer 404, lists across all namespaces 403 when forbidden."""
+    client = MemoryClient(page_size=1)
+    objects = _cluster()
+    for res in (constants.TRAININGJOB, constants.MPIJOB, EVENTS):
+        client.seed(res, *objects.get(res.plural, []))
+    for plural in missing:
+        gone = NotFound(404, "NotFound", "the server could not find the requested resource")
+        client.fail("list", gone, plural=plural, times=None)
+    if forbidden_all_namespaces:
+        denied = Forbidden(403, "Forbidden", "cannot list at the cluster scope")
+        client.fail("list", denied, all_namespaces=True, times=None)
+    return client
 
 
 def _cluster() -> dict[str, list[Obj]]:
@@ -460,7 +425,7 @@ def _cluster() -> dict[str, list[Obj]]:
 def test_queue_lists_every_installed_kind_in_order_and_skips_missing_crds(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    client = FakeClient(_cluster(), missing=frozenset({"mxjobs", "trainjobs"}))
+    client = cluster_client(missing=frozenset({"mxjobs", "trainjobs"}))
     assert asyncio.run(commands.queue(client, namespace="ml", now=NOW)) == 0
     out, err = capsys.readouterr()
     assert err == ""
@@ -470,7 +435,7 @@ def test_queue_lists_every_installed_kind_in_order_and_skips_missing_crds(
 
 
 def test_queue_warns_about_a_kind_it_may_not_list(capsys: pytest.CaptureFixture[str]) -> None:
-    client = FakeClient(_cluster(), forbidden_all_namespaces=True)
+    client = cluster_client(forbidden_all_namespaces=True)
     assert asyncio.run(commands.queue(client, namespace=None, now=NOW)) == 1
     _, err = capsys.readouterr()
     assert "warning: cannot list trainingjobs" in err
@@ -479,7 +444,7 @@ def test_queue_warns_about_a_kind_it_may_not_list(capsys: pytest.CaptureFixture[
 def test_explain_reads_the_job_the_jobs_ahead_and_its_own_events(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    client = FakeClient(_cluster())
+    client = cluster_client()
     code = asyncio.run(commands.explain(client, job="tj/w", namespace="ml", now=NOW))
     out = capsys.readouterr().out
     assert code == 0
@@ -490,19 +455,20 @@ def test_explain_reads_the_job_the_jobs_ahead_and_its_own_events(
     assert "other/elsewhere" not in out
     assert "Queued" in out
     assert "deleted job of the same name" not in out
-    assert set(client.selectors) == {"regarding.kind=TrainingJob,regarding.name=w"}
+    selectors = {c.field_selector for c in client.calls if c.plural == "events"}
+    assert selectors == {"regarding.kind=TrainingJob,regarding.name=w"}
 
 
 def test_explain_falls_back_to_the_namespace_when_the_cluster_is_forbidden(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    client = FakeClient(_cluster(), forbidden_all_namespaces=True)
+    client = cluster_client(forbidden_all_namespaces=True)
     assert asyncio.run(commands.explain(client, job="trainingjob/w", namespace="ml", now=NOW)) == 0
     assert "Ahead of it (1, namespace ml only):" in capsys.readouterr().out
 
 
 def test_explain_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    client = FakeClient(_cluster())
+    client = cluster_client()
     assert asyncio.run(commands.explain(client, job="tj/nope", namespace="ml", now=NOW)) == 1
     assert 'trainingjobs "nope" not found in namespace ml' in capsys.readouterr().err
     assert asyncio.run(commands.explain(client, job="w", namespace="ml", now=NOW)) == 2

@@ -9,8 +9,9 @@ Contract:
   precision, serialised (JSON mode) as ``2026-01-01T00:00:00Z``. ``MicroTime`` is a
   ``metav1.MicroTime``: the same at microsecond precision, ``2026-01-01T00:00:00.000000Z``; the
   scheduler's time keys use it, so that arrivals within one second keep their order.
-  ``format_time``/``format_micro_time``/``parse_time`` are the only conversion helpers; nothing
-  else in the code base formats Kubernetes timestamps.
+  Both are built on ``lattice.primitives.times`` (re-exported here: ``format_time``,
+  ``format_micro_time``, ``parse_time``, ``normalize_time``, ``normalize_micro_time``), the one
+  place that formats and parses Kubernetes timestamps.
 - ``IntOrString`` and ``Object`` carry the JSON schema the CRD generator needs
   (``x-kubernetes-int-or-string``, ``x-kubernetes-preserve-unknown-fields``). ``K8sSchema(name)``
   marks a plain-``dict`` field as a Kubernetes built-in type whose full schema comes from the
@@ -23,7 +24,7 @@ No I/O, no clock: callers pass times in.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -39,6 +40,13 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from lattice.api.k8s_schema import k8s_schema
+from lattice.primitives.times import (
+    format_micro_time,
+    format_time,
+    normalize_micro_time,
+    normalize_time,
+    parse_time,
+)
 
 __all__ = [
     "INT_OR_STRING_SCHEMA",
@@ -88,41 +96,6 @@ class K8sModel(BaseModel):
 
 
 # --------------------------------------------------------------------------- time
-
-
-def normalize_time(value: datetime) -> datetime:
-    """Return ``value`` as timezone-aware UTC truncated to whole seconds (naive means UTC)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).replace(microsecond=0)
-
-
-def normalize_micro_time(value: datetime) -> datetime:
-    """Return ``value`` as timezone-aware UTC, microseconds kept (naive means UTC)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
-
-
-def format_time(value: datetime) -> str:
-    """Format a time the way ``metav1.Time`` does: RFC 3339, UTC, seconds, ``Z`` suffix."""
-    return normalize_time(value).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def format_micro_time(value: datetime) -> str:
-    """Format a time the way ``metav1.MicroTime`` does: RFC 3339, UTC, six fraction digits."""
-    return normalize_micro_time(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def parse_time(value: str) -> datetime:
-    """Parse an RFC 3339 timestamp (``Z`` or numeric offset, optional fraction) to aware UTC,
-    keeping its fraction to the microsecond (``Time`` fields truncate it; ``MicroTime`` fields
-    keep it)."""
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    return normalize_micro_time(datetime.fromisoformat(text))
-
 
 Time = Annotated[
     datetime,

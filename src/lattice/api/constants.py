@@ -1,13 +1,14 @@
 """API groups, versions, kinds, plurals, label and annotation keys, reserved values.
 
 Contract: every wire-level name the operator shares with upstream (Kubeflow training-operator,
-mpi-operator, Trainer v2, Kueue) is spelled once, here. ``Resource`` describes one custom resource
-(group/version/kind/plural, scope) and the six instances below are the kinds Lattice serves.
+mpi-operator, Trainer v2, Kueue) is spelled once, here. ``Resource`` (re-exported from
+``lattice.primitives.resources``) describes one resource; the six instances below are the kinds
+Lattice serves.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from lattice.primitives.resources import Resource
 
 __all__ = [
     "ALL_RESOURCES",
@@ -52,27 +53,6 @@ GROUP_TRAINER = "trainer.kubeflow.org"
 
 CATEGORY = "lattice"
 """``kubectl get lattice`` lists every Lattice kind."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resource:
-    """One custom resource type as the apiserver knows it."""
-
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        """``group/version`` as written in manifests."""
-        return f"{self.group}/{self.version}"
-
-    @property
-    def crd_name(self) -> str:
-        """Name of the CustomResourceDefinition object, ``<plural>.<group>``."""
-        return f"{self.plural}.{self.group}"
 
 
 TRAININGJOB = Resource(

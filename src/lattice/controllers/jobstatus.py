@@ -13,11 +13,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from lattice.api.base import format_time, parse_time
 from lattice.api.common import ConditionStatus, JobCondition
 from lattice.api.conditions import set_condition
 from lattice.frameworks.base import JobPlugin, PodView, Progress, RendersStatus
 from lattice.frameworks.failures import is_disrupted
+from lattice.primitives import paths
+from lattice.primitives.times import format_time as fmt
+from lattice.primitives.times import parse_opt_time
 from lattice.runtime.events import ObjectRef
 
 __all__ = [
@@ -42,13 +44,8 @@ Obj = dict[str, Any]
 
 
 def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Obj:
-    """The dict at ``path`` (``{}`` where any step is missing or not a dict)."""
-    node: Any = obj
-    for step in path:
-        node = node.get(step) if isinstance(node, Mapping) else None
-        if node is None:
-            return {}
-    return dict(node) if isinstance(node, Mapping) else {}
+    """A copy of the dict at ``path`` (``{}`` where any step is missing or not a dict)."""
+    return dict(paths.get_path(obj, path))
 
 
 #: The scheduler's fields a reconcile acts on. The others (queue position, queued and requeue
@@ -132,21 +129,6 @@ def put_condition(
         c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in updated
     ]
     return out
-
-
-def parse_opt_time(value: object) -> datetime | None:
-    """An RFC 3339 string as an aware datetime; None for anything else."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
-
-
-def fmt(value: datetime) -> str:
-    """The wire format of a ``metav1.Time``."""
-    return format_time(value)
 
 
 class Step:

@@ -78,6 +78,7 @@ from lattice.frameworks.trainjob_plans import (
     upsert,
 )
 from lattice.frameworks.units import quantity_units
+from lattice.primitives.keys import kind_key
 
 __all__ = ["resolve", "resolve_with", "runtime_hash", "runtime_key"]
 
@@ -89,7 +90,7 @@ Obj = dict[str, Any]
 def runtime_key(*, kind: str, namespace: str | None, name: str) -> str:
     """The ``OperatorContext.runtimes`` key of a runtime: ``<kind>/<ns or "">/<name>``."""
     ns = (namespace or "") if kind == RuntimeKind.TRAINING_RUNTIME else ""
-    return f"{kind}/{ns}/{name}"
+    return kind_key(kind=kind, namespace=ns, name=name)
 
 
 def runtime_hash(runtime: Mapping[str, Any]) -> str:

@@ -1,7 +1,7 @@
 """Resource units of pods as the scheduler counts them.
 
 Contract (pure): ``quantity_units`` reads a Kubernetes quantity as integer units, rounded up,
-``cpu`` in millicores (the same units as ``lattice.runtime.quantity``); ``container_units`` sums
+``cpu`` in millicores (``lattice.primitives.quantity``'s ``resource_units``); ``container_units``
 one resource over containers, a container's ``requests`` falling back to its ``limits`` (the
 apiserver defaults requests from limits); ``unit_problems`` names each malformed quantity of the
 scheduling unit in a template's containers.
@@ -9,56 +9,15 @@ scheduling unit in a template's containers.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any
 
 from lattice.frameworks.base import Problem
+from lattice.primitives.quantity import resource_units as quantity_units
 
 __all__ = ["container_units", "quantity_units", "unit_problems"]
 
 Obj = dict[str, Any]
-
-
-_QUANTITY = re.compile(
-    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suf>[KMGTPE]i|[numkMGTPE]))?$"
-)
-_SUFFIX: dict[str, Decimal] = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    **{s: Decimal(1024**i) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"), start=1)},
-}
-
-
-def quantity_units(resource: str, quantity: object) -> int:
-    """A Kubernetes quantity as integer units, rounded up; ``cpu`` in millicores.
-
-    ``("nvidia.com/gpu", 2)`` -> 2, ``("cpu", "500m")`` -> 500. Raises ``ValueError`` on a
-    malformed quantity.
-    """
-    text = str(quantity).strip()
-    match = _QUANTITY.match(text)
-    if match is None:
-        raise ValueError(f"invalid quantity {quantity!r}")
-    try:
-        value = Decimal(match["num"])
-        if match["exp"]:
-            value = value.scaleb(int(match["exp"][1:]))
-    except InvalidOperation as exc:  # pragma: no cover - the pattern admits only numbers
-        raise ValueError(f"invalid quantity {quantity!r}") from exc
-    if match["suf"]:
-        value *= _SUFFIX[match["suf"]]
-    if resource == "cpu":
-        value *= 1000
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
 
 
 def container_units(containers: Iterable[Mapping[str, Any]], resource: str) -> int:

@@ -455,11 +455,10 @@ def read_environment_once(rest: Any, host: str) -> None:
 
     kubernetes-asyncio opens its aiohttp session with ``trust_env=True``, so aiohttp looks up
     ``~/.netrc`` and the proxy variables once per request, each in a thread-pool round trip
-    (two hops, and the GIL handed over four times, per request). Measured against the local
-    apiserver, eight GETs in flight: 517-587 -> 889-1,018 requests/s, p50 11-13 -> 5-6 ms; with a
-    CPU-bound thread alongside (the scheduler's core): 303-339 -> 422-596 requests/s, p50 21 ->
-    10 ms. A proxy set in the kubeconfig (``proxy-url``) is kept; netrc credentials were never
-    used by client-go, which authenticates from the kubeconfig alone."""
+    (two hops, and the GIL handed over four times, per request); reading it once nearly doubles
+    the request rate (docs/performance.md). A proxy set in the kubeconfig (``proxy-url``) is
+    kept; netrc credentials were never used by client-go, which authenticates from the
+    kubeconfig alone."""
     if not rest.proxy:
         found = env_proxy(host)
         if found is not None:

@@ -50,11 +50,7 @@ __all__ = ["collect_rows", "explain", "job_events", "main", "queue"]
 Obj = dict[str, Any]
 
 
-def _resource(res: constants.Resource) -> Resource:
-    return Resource(res.group, res.version, res.plural, res.kind, namespaced=res.namespaced)
-
-
-_RUNTIMES = (_resource(constants.TRAINING_RUNTIME), _resource(constants.CLUSTER_TRAINING_RUNTIME))
+_RUNTIMES = (constants.TRAINING_RUNTIME, constants.CLUSTER_TRAINING_RUNTIME)
 
 
 async def _list(

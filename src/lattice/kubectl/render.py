@@ -20,7 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lattice.api import Stage, format_time
-from lattice.kubectl.rows import JobRow, parse_when, text
+from lattice.kubectl.rows import JobRow, text
+from lattice.primitives.times import parse_opt_time
 from lattice.scheduler.core.events import format_duration
 
 __all__ = [
@@ -144,7 +145,7 @@ def _event_time(e: Mapping[str, Any]) -> datetime | None:
         e.get("deprecatedLastTimestamp"),
         meta.get("creationTimestamp"),
     ):
-        when = parse_when(raw)
+        when = parse_opt_time(raw)
         if when is not None:
             return when
     return None

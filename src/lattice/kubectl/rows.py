@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lattice.api import Stage, constants, parse_time
+from lattice.api import Stage, constants
 from lattice.api.crd import DESCRIPTORS
 from lattice.frameworks.base import InvalidJob, JobPlugin, OperatorContext, managed_elsewhere
 from lattice.frameworks.registry import plugin_for
 from lattice.kube import Resource
+from lattice.primitives.times import parse_opt_time
 
 __all__ = [
     "JOB_KINDS",
@@ -39,7 +40,6 @@ __all__ = [
     "job_row",
     "kubeconfig_paths",
     "operator_context",
-    "parse_when",
     "queue_order",
     "resolve_kind",
     "text",
@@ -76,8 +76,7 @@ def _job_kind(res: constants.Resource) -> JobKind:
         plugin: JobPlugin[Any] | None = plugin_for(res.kind)
     except KeyError:
         plugin = None
-    kube_res = Resource(res.group, res.version, res.plural, res.kind)
-    return JobKind(resource=kube_res, aliases=frozenset(names), plugin=plugin)
+    return JobKind(resource=res, aliases=frozenset(names), plugin=plugin)
 
 
 #: Every kind the scheduler orders, in the order rows of equal rank print.
@@ -131,16 +130,6 @@ class JobRow:
         return self.stage == Stage.WAITING
 
 
-def parse_when(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp, or ``None`` for anything else."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -185,8 +174,8 @@ def job_row(kind: JobKind, obj: Mapping[str, Any], ctx: OperatorContext) -> JobR
         min_size=min_size,
         max_size=max_size,
         position=_int(state.get("queuePosition")),
-        queued_time=parse_when(state.get("queuedTime")),
-        cooldown_time=parse_when(state.get("cooldownTime")),
+        queued_time=parse_opt_time(state.get("queuedTime")),
+        cooldown_time=parse_opt_time(state.get("cooldownTime")),
         requeue_count=_int(state.get("requeueCount")) or 0,
         last_decision=text(state.get("lastDecision")),
         reason=text(state.get("reason")),

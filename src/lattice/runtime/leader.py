@@ -26,7 +26,7 @@ import structlog
 from lattice.clock import Clock
 from lattice.kube import ApiError, Conflict, KubeClient, NotFound
 from lattice.kube.resources import LEASES
-from lattice.runtime.events import micro_time
+from lattice.primitives.times import format_micro_time
 
 __all__ = ["LeaderElector"]
 
@@ -86,8 +86,8 @@ class LeaderElector:
         return {
             "holderIdentity": self._identity,
             "leaseDurationSeconds": int(self._lease_duration),
-            "acquireTime": prior_spec.get("acquireTime") if same_holder else micro_time(now),
-            "renewTime": micro_time(now),
+            "acquireTime": prior_spec.get("acquireTime") if same_holder else format_micro_time(now),
+            "renewTime": format_micro_time(now),
             "leaseTransitions": transitions if same_holder or prior is None else transitions + 1,
         }
 
@@ -186,7 +186,7 @@ class LeaderElector:
             lease = await self._client.get(LEASES, self._name, namespace=self._namespace)
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") == self._identity:
-                now = micro_time(self._clock.now())
+                now = format_micro_time(self._clock.now())
                 lease["spec"] = {
                     **spec,
                     "holderIdentity": "",

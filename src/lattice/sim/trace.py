@@ -23,9 +23,9 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
+from lattice.primitives.times import parse_time
 from lattice.sim.speedup import AllReduce, SpeedupModel, parse_speedup
 
 __all__ = ["MappingOptions", "SimJob", "TraceJob", "map_jobs", "parse_priority_mix", "read_trace"]
@@ -86,10 +86,7 @@ def _time(value: str) -> float:
     try:
         return float(value)
     except ValueError:
-        parsed = datetime.fromisoformat(value)
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.timestamp()
+        return parse_time(value).timestamp()
 
 
 def _opt_int(row: Mapping[str, str | None], name: str) -> int | None:

@@ -89,7 +89,7 @@ def test_defaults_outside_their_enum_are_dropped() -> None:
 
 def test_extract_follows_refs_and_fails_on_a_missing_definition() -> None:
     leaf = {"type": "object", "description": "gone", "properties": {"a": {"type": "string"}}}
-    documents = [
+    documents: list[dict[str, Any]] = [
         {"components": {"schemas": {name: {"type": "object"} for name in ROOTS}}},
         {
             "components": {

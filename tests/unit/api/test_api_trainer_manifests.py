@@ -32,7 +32,7 @@ def _load_all(path: Path) -> list[dict[str, Any]]:
 
 
 DOCS = [(f"{p.name}#{d['metadata']['name']}", d) for p in MANIFESTS for d in _load_all(p)]
-MODELS: dict[str, type[BaseModel]] = {
+MODELS: dict[str, type[K8sModel]] = {
     "TrainJob": TrainJob,
     "TrainingRuntime": TrainingRuntime,
     "ClusterTrainingRuntime": ClusterTrainingRuntime,

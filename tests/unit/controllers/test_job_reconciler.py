@@ -6,13 +6,13 @@ workers script, mpi-operator's clean-up, per-kind wording, events and metrics.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from lattice.clock import yield_now
 from lattice.controllers.job import ChildSyncError
 from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
@@ -399,7 +399,7 @@ def _overlapping_creates(w: World) -> list[frozenset[str]]:
 
     async def create(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
         inflight.append(res.kind)
-        await asyncio.sleep(0)  # let the other creates of this round start
+        await yield_now()  # let the other creates of this round start
         seen.append(frozenset(inflight))
         try:
             return await real(res, body, namespace=namespace)

@@ -14,7 +14,7 @@ from typing import Any
 
 from lattice.frameworks.base import OperatorContext
 from lattice.frameworks.trainjob import TrainJobPlugin
-from tests.unit.controllers.harness import World
+from tests.unit.controllers.harness import Context, World
 
 Obj = dict[str, Any]
 PLUGIN = TrainJobPlugin()
@@ -56,7 +56,7 @@ def with_runtimes(w: World, *runtimes: Obj) -> None:
     ctx = dataclasses.replace(
         w.ctx, runtimes={f"ClusterTrainingRuntime//{r['metadata']['name']}": r for r in runtimes}
     )
-    w.reconciler._context = type(w.reconciler._context)(ctx)  # the runtime informers changed
+    w.reconciler._context = Context(ctx)  # the runtime informers changed
 
 
 def world(*runtimes: Obj) -> World:

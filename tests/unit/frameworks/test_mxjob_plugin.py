@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from lattice.frameworks.mxjob import MXJobMessages, MXJobPlugin, mx_config
 from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.registry import plugin_for
 from lattice.runtime.projections import pod_info
+from tests.support.builders import FakeContainer, FakePod
 
 Obj = dict[str, Any]
 
@@ -651,31 +651,6 @@ def test_children_never_mutate_the_job() -> None:
 DELETED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class FakeContainer:
-    name: str = "mxnet"
-    restart_count: int = 0
-    state: str = "running"
-    reason: str | None = None
-    exit_code: int | None = None
-    last_exit_code: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FakePod:
-    name: str
-    phase: str
-    reason: str | None = None
-    disruption: str | None = None
-    ready: bool = False
-    node_name: str | None = None
-    replica_type: str | None = None
-    replica_index: int | None = None
-    containers: tuple[FakeContainer, ...] = ()
-    creation_timestamp: datetime | None = None
-    deletion_timestamp: datetime | None = None
-
-
 def pod(
     rtype: str,
     index: int = 0,
@@ -691,7 +666,7 @@ def pod(
         phase=phase,
         replica_type=rtype,
         replica_index=index,
-        containers=(FakeContainer(state=state, exit_code=code),),
+        containers=(FakeContainer(name="mxnet", state=state, exit_code=code),),
         deletion_timestamp=DELETED_AT if deleted else None,
     )
 
@@ -933,7 +908,7 @@ def test_exit_code_policy_reads_only_the_mxnet_container() -> None:
         replica_type="worker",
         replica_index=0,
         containers=(
-            FakeContainer(state="running"),
+            FakeContainer(name="mxnet", state="running"),
             FakeContainer(name="sidecar", state="terminated", exit_code=1),
         ),
     )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from lattice.clock import FakeClock
+from lattice.clock import FakeClock, yield_now
 from lattice.config import Settings
 from lattice.frameworks.base import OperatorContext
 from lattice.kube import Conflict, NotFound, Resource
@@ -109,7 +109,7 @@ class FakeKube:
         self.inflight += 1
         self.max_inflight = max(self.max_inflight, self.inflight)
         try:
-            await asyncio.sleep(0)  # let other writes start: a real request takes a while
+            await yield_now()  # let other writes start: a real request takes a while
             slow = self.blocked.get(name)
             if slow is not None:
                 await slow.wait()
@@ -189,7 +189,7 @@ class Harness:
             clock=self.clock,
             metrics=Metrics(self.registry),
             recorder=self.recorder,  # type: ignore[arg-type]
-            plugins=self.plugins,  # type: ignore[arg-type]
+            plugins=self.plugins,
             jobs=self.jobs,
             pods=self.pods,
             foreign_pods=self.foreign,
@@ -703,7 +703,7 @@ async def test_a_write_that_lands_while_the_core_decides_is_still_chained_on_and
     landed = threading.Event()
     h.client.on_patched = lambda name: landed.set() if name == "low" else None
     h.client.blocked["low"] = second = asyncio.Event()
-    decide = runner.schedule
+    decide = runner.schedule  # type: ignore[attr-defined]  # the loop's own binding, patched below
 
     def deciding(snapshot: Any, now: Any) -> Plan:
         assert threading.current_thread() is not threading.main_thread()
@@ -1074,7 +1074,7 @@ async def test_only_relevant_changes_trigger_a_pass() -> None:
     h.add_job("a", min=1, max=2, units=4)
     h.pods.on_event("ADDED", pod_obj("a-w0", job="a", phase="Pending"))
 
-    async def passes_after(change: Callable[[], None]) -> int:
+    async def passes_after(change: Callable[[], object]) -> int:
         await parked(h, h.loop.passes)
         before = h.loop.passes
         change()
@@ -1107,7 +1107,7 @@ async def test_only_relevant_changes_trigger_a_pass() -> None:
             == 0
         )
         # What the scheduler reads does.
-        relevant: list[Callable[[], None]] = [
+        relevant: list[Callable[[], object]] = [
             lambda: h.update_job("a", lambda o: o["spec"].update(max=3)),
             lambda: h.update_job("a", lambda o: o["metadata"].update(annotations={"p": "1"})),
             lambda: h.nodes.on_event("MODIFIED", node_obj("n0", ready=False, rv="3")),

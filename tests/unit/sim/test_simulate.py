@@ -16,7 +16,14 @@ from lattice.sim.figure import render_png
 from lattice.sim.metrics import format_table, measure, no_queueing
 from lattice.sim.policies import FifoAllocator, GreedyAllocator, LatticeAllocator, make_nodes
 from lattice.sim.runner import run_policies
-from lattice.sim.speedup import AllReduce, Amdahl, LinearCapped, fit_allreduce, parse_speedup
+from lattice.sim.speedup import (
+    AllReduce,
+    Amdahl,
+    LinearCapped,
+    SpeedupModel,
+    fit_allreduce,
+    parse_speedup,
+)
 from lattice.sim.trace import MappingOptions, SimJob, TraceJob, map_jobs, read_trace
 
 LINEAR = LinearCapped()
@@ -30,7 +37,7 @@ def job(  # noqa: PLR0917 (terse fixtures)
     lo: int,
     hi: int,
     prio: int = 0,
-    model=LINEAR,
+    model: SpeedupModel = LINEAR,
 ) -> SimJob:
     return SimJob(
         id=f"j{i}",
@@ -157,7 +164,7 @@ def test_lattice_original_gives_max_first_and_pauses_rest() -> None:
     ("model", "expected"),
     [(LinearCapped(), 50.0), (LinearCapped(3), 200 / 3), (Amdahl(0.5), 100 * (4 / 3) / 1.6)],
 )
-def test_speedup_models_set_elastic_jct(model: object, expected: float) -> None:
+def test_speedup_models_set_elastic_jct(model: SpeedupModel, expected: float) -> None:
     # One job, 100 s at 2 units, alone at 4 units: JCT = 100 * s(2) / s(4).
     jobs = [job(0, 0, 100, 2, 1, 4, model=model)]
     r = simulate(jobs, lattice(4), policy="l", capacity=4)

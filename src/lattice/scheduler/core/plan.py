@@ -45,10 +45,10 @@ ACCOUNTING_FIELDS: frozenset[str] = frozenset({"attained_service", "service_upda
 class Decision(NamedTuple):
     """The scheduler's verdict for one job.
 
-    A named tuple rather than a frozen dataclass: a pass builds one for every job (5,000 a pass
-    in the load bench), and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
-    field) cost 6.6 us against 0.7 us for a named tuple built positionally (2.9 us with
-    keywords, which the core's hot path therefore avoids). Immutable all the same.
+    A named tuple rather than a frozen dataclass: a pass builds one for every job, and a named
+    tuple built positionally is several times cheaper than a frozen dataclass's ``__init__``
+    (and than the same tuple built with keywords, which the core's hot path therefore avoids;
+    figures in docs/performance.md). Immutable all the same.
     """
 
     key: str

@@ -15,6 +15,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from lattice.primitives.keys import kind_key as job_key
+
 __all__ = [
     "JobView",
     "NodeView",
@@ -49,36 +51,24 @@ class Stage(enum.StrEnum):
 class SchedulerConfig:
     """Policy knobs. Every duration is a ``timedelta``; service is in unit-seconds.
 
-    ``starvation_limit`` is LAS's aging limit: a job in band 1 or above queued at least this long
-    ago is aged (rule 2 of :mod:`lattice.scheduler.core.core`). 0 ages every job once it leaves
-    band 0 (LAS then serves band 0 first and everything else first come first served).
-
-    Evidence for the defaults (``lattice simulate``, linear speedup, min = ceil(units/2),
-    max = 2 x units, 30 s restarts; ratios to fifo-backfill, avg / p99 JCT; docs/simulate.md).
-    Tuned on five virtual clusters of the Philly trace (0e4a51, 103959, 7f04ca, 2869ce,
-    ed69ec), each at the capacities where fifo-backfill uses about 60, 75 and 90 %:
-
-    - ``strategy`` LeastAttainedService: on 0e4a51 (64/50/40 GPUs) 0.58/0.49/0.75 avg with
-      1.03/1.00/0.97 p99; StrictFIFO 0.77/0.99/1.79 avg, BestEffortFIFO 0.69/0.86/1.59. Under
-      saturation the order in which work is served dominates; a FIFO order cannot beat backfill.
-    - ``starvation_limit`` 3 days, the aging that bounds LAS's tail. Without aging p99 reaches
-      1.43 (0e4a51) and 2.20 (103959). The best fixed limit differs per cluster (it scales with
-      the length of its longest jobs): over the 15 runs, 3 days keeps every p99 <= 1.04
-      (geometric mean of avg 0.67); 10 days 1.56 on 103959 (0.65); 20 days 2.15 (0.60).
-      3 days costs average JCT where jobs run for weeks (7f04ca: 1.05/0.80/0.82 avg vs
-      0.85/0.75/0.82 at 10 days).
-    - Aged jobs grow first only to the middle of their range (rule 4). With the sublinear
-      ``--speedup mix`` on 0e4a51 at 64/40 GPUs, growing them first to their maximum gave
-      0.72/1.04 avg with p99 1.43/1.39; the cap gives 0.47/0.66 with p99 0.95/0.93. With linear
-      speedup it costs at most 0.04 of p99 on 0e4a51 (without any growth first, aged jobs ran
-      at their minimum and p99 was 1.27-1.40 at 64 GPUs).
-    - ``resize_interval`` 30 s: JCT was identical from 0 to 1800 s and resizes per job 1.5-2.1
-      at every value (30 s guards against flapping the simulator does not model).
-    - ``las_first_band``/``las_band_multiplier``/``las_bands`` 1 unit-hour, x10, 4 bands: with
-      aging, 2 to 6 bands changed avg JCT by at most 0.01 (without it, 6 bands x4: 0.50 at 40 GPUs
-      for 1.31 p99). These two were measured on 0e4a51 with the earlier 10-day limit and
-      uncapped growth of aged jobs, not again since.
+    - ``strategy``: the queue's order. LeastAttainedService (the default) serves the least
+      served job first; under saturation the order in which work is served dominates, and a
+      FIFO order cannot beat backfill.
+    - ``starvation_limit`` is LAS's aging limit: a job in band 1 or above queued at least this
+      long ago is aged (rule 2 of :mod:`lattice.scheduler.core.core`). 0 ages every job once it
+      leaves band 0 (LAS then serves band 0 first and everything else first come first served).
+      Aging bounds LAS's tail; the best fixed limit grows with the length of a cluster's longest
+      jobs, and 3 days bounds the tail on every cluster it was tuned on. Aged jobs grow first
+      only to the middle of their range (rule 4).
+    - ``resize_interval``: the least time between two resizes of one job; it guards against
+      flapping, which the simulator does not model.
+    - ``las_first_band``/``las_band_multiplier``/``las_bands``: LAS's service bands (the first
+      one unit-hour wide, each next one ``las_band_multiplier`` times wider).
     - ``cooldown_max`` is Lattice's historical flat cooldown (3 h), used as the backoff cap.
+
+    The defaults were chosen with ``lattice simulate`` on five virtual clusters of the Philly
+    trace; the figures, and how to reproduce them, are in docs/simulate.md ("Results and the
+    defaults' evidence") and docs/performance.md.
     """
 
     strategy: Strategy = Strategy.LEAST_ATTAINED_SERVICE
@@ -113,11 +103,6 @@ class NodeView:
 
     name: str
     free_units: int
-
-
-def job_key(*, kind: str, namespace: str, name: str) -> str:
-    """The conventional plan key of a job, ``"Kind/namespace/name"``."""
-    return f"{kind}/{namespace}/{name}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -46,8 +46,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from lattice.api.base import format_micro_time
-from lattice.api.base import parse_time as _parse_time
 from lattice.frameworks.base import (
     Demand,
     InvalidJob,
@@ -56,6 +54,9 @@ from lattice.frameworks.base import (
     OperatorContext,
     PinsInputs,
 )
+from lattice.primitives.paths import get_path
+from lattice.primitives.times import format_micro_time
+from lattice.primitives.times import parse_opt_time as parse_time
 from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
 from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
 
@@ -86,8 +87,8 @@ __all__ = [
 
 #: How many waiting jobs get a persisted ``queuePosition``: the head of the queue, as Kueue's
 #: ClusterQueue status listed its first ``maxCount`` (default 10) pending workloads. Each shown
-#: position costs a status write whenever it moves: with 100 shown, a busy queue (the
-#: scheduler-heavy bench) spent ~2,150 of its ~8,600 scheduler writes on positions alone.
+#: position costs a status write whenever it moves; with 100 shown, a busy queue spent a
+#: quarter of the scheduler's writes on positions alone (docs/performance.md).
 SHOWN_POSITIONS = 10
 BLOCKING_TAINT_EFFECTS: frozenset[str] = frozenset({"NoSchedule", "NoExecute"})
 FINISHED_STAGES: frozenset[str] = frozenset({Stage.COMPLETED, Stage.WRONG, "Cancelled"})
@@ -96,18 +97,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 # --------------------------------------------------------------------------- time
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 string (or an aware datetime) as aware UTC; ``None`` when absent or invalid."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return _parse_time(value)
-    except ValueError:
-        return None
 
 
 def format_time(value: datetime | None) -> str | None:
@@ -184,16 +173,6 @@ class Invalid:
     message: str
 
 
-def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Mapping[str, Any]:
-    """The mapping at ``path`` below ``obj``; an empty mapping where any step is missing."""
-    node: Any = obj
-    for step in path:
-        node = node.get(step) if isinstance(node, Mapping) else None
-        if node is None:
-            return {}
-    return node if isinstance(node, Mapping) else {}
-
-
 def _int(value: Any) -> int:
     if isinstance(value, bool):
         return 0
@@ -248,7 +227,7 @@ def job_demand(
 ) -> Demand | Invalid:
     """The plugin's demand for one job object (parse, then demand), or :class:`Invalid`.
 
-    This is the costly part of :func:`job_view` (about 1 ms for an MPIJob).
+    This is the costly part of :func:`job_view` (docs/performance.md), which the loop memoises.
     """
     meta = obj.get("metadata") or {}
     key = job_key(
