@@ -38,10 +38,13 @@ Contract (level-triggered; the key is ``namespace/name``):
      and a new failure once its in-memory requeue count reaches the limit; a persisted count
      survives operator restarts and makes ``backoffLimit: N`` mean N recreations, as for a
      batch Job.
-5. Status is written through the status subresource with a merge patch and the cached
-   resourceVersion, only if it changed (once per reconcile, plus once before a recreation); a
-   409 becomes a quiet requeue (the harness). Events and metrics about the status are recorded
-   after the write that carries it.
+5. Status is written through the status subresource with a merge patch of the reconciler's
+   own block only (``exec_path``; the scheduler is the one writer of ``scheduling_path``, and
+   writes a finished job's stage from the conditions written here), without a resourceVersion
+   precondition, only if it changed (once per reconcile, plus once before a recreation). A
+   reconcile works from the object its last write returned until the cache shows that write
+   (``jobstatus.ReadBack``). Events and metrics about the status are recorded after the write
+   that carries it.
 
 Conditions follow Kubeflow: ``Created``, ``Running``, ``Restarting``, ``Succeeded``,
 ``Failed`` (and ``Suspended``), reasons ``<Kind><Condition>``; messages come from the plugin's
@@ -72,6 +75,7 @@ from lattice.controllers.children import ChildSync, Existing, SyncOutcome
 from lattice.controllers.generated import fill_generated
 from lattice.controllers.jobstatus import (
     PREEMPTED,
+    ReadBack,
     Step,
     charged_statuses,
     condition_reason,
@@ -83,8 +87,8 @@ from lattice.controllers.jobstatus import (
     put_condition,
     reconcile_signature,
     replica_statuses,
+    status_after,
     with_nulls,
-    with_path,
 )
 from lattice.frameworks.base import (
     Children,
@@ -183,12 +187,9 @@ class JobReconciler:
         recorder: EventRecorder,
         metrics: Metrics,
         others: Mapping[str, tuple[Resource, Informer[Obj]]] | None = None,
-        first_decision_wait: float = 0.0,
     ) -> None:
         self.plugin = plugin
-        #: How long after its creation a job the scheduler has not yet decided is left to it
-        #: (see ``_awaits_scheduler``); 0 never waits.
-        self._first_decision_wait = first_decision_wait
+        self._read_back = ReadBack(plugin)
         #: Other child kinds (``"ConfigMap"``, ``"Secret"``, ``"Job"``): REST descriptor + cache.
         self._others = dict(others or {})
         self.kind = plugin.resource.kind
@@ -303,9 +304,11 @@ class JobReconciler:
         ns, _, name = key.partition("/")
         obj = self._jobs.store.get(key)
         if obj is None:
+            self._read_back.forget(key)
             for what in ("pods", "services", *self._others):
                 self._exp.delete(self._exp_key(ns, name, what))
             return Result()
+        obj = self._read_back.current(key, obj)
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp") or managed_elsewhere(obj):
             return Result()
@@ -344,8 +347,6 @@ class JobReconciler:
                 requeue = await self._finished(step, job)
             elif step.sched.get("stage") == "Wrong":
                 return Result()
-            elif (wait := self._awaits_scheduler(step, meta)) is not None:
-                return Result(requeue_after=wait)
             else:
                 kinds = ("pods", "services", *self._others)
                 if not all(self._exp.satisfied(self._exp_key(ns, name, k)) for k in kinds):
@@ -372,36 +373,15 @@ class JobReconciler:
             raise ChildSyncError(step.errors)
         return Result(requeue_after=requeue) if requeue is not None else Result()
 
-    def _awaits_scheduler(self, step: Step, meta: Mapping[str, Any]) -> float | None:
-        """Seconds left to wait for the scheduler's first decision of a new job, or None.
-
-        A job the scheduler has not decided yet (no stage) is written by the scheduler first:
-        its decision arrives within a pass and wakes this reconcile through the watch. Writing
-        ``Created`` before it would race that write, and the scheduler's PATCH, guarded by the
-        version it read, would then fail with a conflict and go again a watch hop later; the
-        grant of a high-priority job, the one reconciled at once, paid that. After
-        ``first_decision_wait`` from the job's creation the reconcile goes on regardless, so a
-        job still undecided (the scheduler stopped, its write refused) is not left unmarked.
-        """
-        if self._first_decision_wait <= 0 or step.sched.get("stage"):
-            return None
-        created = parse_opt_time(meta.get("creationTimestamp"))
-        if created is None:
-            return None
-        left = self._first_decision_wait - (step.now - created).total_seconds()
-        # Capped: an operator clock behind the apiserver's never makes the wait longer.
-        return min(left, self._first_decision_wait) if left > 0 else None
-
     async def _write(self, step: Step) -> None:
         """Write the step's status (if it changed), then its events and counters.
 
         Called once at the end of a reconcile, and before deleting pods to recreate them, so the
-        failures they count are persisted before the pods that show them are gone. A stale
-        resourceVersion raises ``Conflict`` (a quiet requeue, nothing deleted yet).
+        failures they count are persisted before the pods that show them are gone. Only the
+        reconciler's block is written (see ``jobstatus.status_after``), with no precondition.
         """
         ref, obj = step.ref, step.obj
         old = obj.get("status") or {}
-        new = old
         meta = obj.get("metadata") or {}
         exec_block = step.exec
         if isinstance(self.plugin, RendersStatus):
@@ -412,22 +392,17 @@ class JobReconciler:
                 generation=generation if isinstance(generation, int) else None,
                 now=step.now,
             )
-        # The shorter path first: Kubeflow kinds keep the scheduler block inside the exec one.
-        for path, block in sorted(
-            ((self.plugin.exec_path, exec_block), (self.plugin.scheduling_path, step.sched)),
-            key=lambda pb: len(pb[0]),
-        ):
-            new = with_path(new, path, block)
         written = await self._writer.write(
             self._res,
             namespace=ref.namespace,
             name=ref.name,
-            resource_version=str(meta.get("resourceVersion", "")),
+            resource_version=None,
             old=old,
-            new=new,
+            new=status_after(obj, self.plugin, exec_block),
         )
         if written is not None:
             step.obj = written
+            self._read_back.wrote(f"{ref.namespace}/{ref.name}", written)
             for type_, reason, note in step.events:
                 self._recorder.record(ref, type=type_, reason=reason, note=note)
             for what in step.counters:
@@ -450,7 +425,6 @@ class JobReconciler:
 
     def _mark_wrong(self, step: Step, exc: InvalidJob) -> None:
         message = f"invalid {self.kind}: {exc}"
-        step.sched.update(stage="Wrong", currentSize=0, reason="InvalidSpec", message=message)
         if not condition_true(step.exec, "Failed"):
             step.exec = put_condition(
                 step.exec,
@@ -466,14 +440,12 @@ class JobReconciler:
     async def _finished(self, step: Step, job: Any) -> float | None:
         ref = step.ref
         ns, name, uid = ref.namespace, ref.name, ref.uid
-        step.sched.update(stage="Completed", currentSize=0)
         completion = parse_opt_time(step.exec.get("completionTime")) or parse_opt_time(
             step.sched.get("completionTime")
         )
         if completion is None:
             completion = step.now
         step.exec.setdefault("completionTime", fmt(completion))
-        step.sched.setdefault("completionTime", fmt(completion))
         policy = self.plugin.run_policy(job)
         pods = self._owned_pods(ns, name, uid)
         if policy.clean_pod_policy != "None":
@@ -582,7 +554,6 @@ class JobReconciler:
                 step.events.append(("Normal", f"{kind}Succeeded", msg))
                 step.counters.append(SUCCESSFUL)
             step.exec["replicaStatuses"] = statuses
-            step.sched.update(stage="Completed", currentSize=0, completionTime=fmt(now))
             step.exec["completionTime"] = fmt(now)
             if stop:
                 await self._write(step)
