@@ -279,12 +279,12 @@ class SchedulerLoop:
         self._wakeup = min(wakeups, default=None)
         self.passes += 1
         self.last_plan = plan
-        decided = steps.lap("write")
+        decided = self.services.clock.monotonic()
         self._hold_until = decided + (decided - steps.started) * self.tuning.pass_gap
         failed = 0
         if wait and tasks:
             failed = sum(1 for ok in await asyncio.gather(*tasks) if not ok)
-            steps.lap("written")
+        steps.lap("write")
         # 5. observe
         ended = self._observe(plan, collected, steps=steps)
         self._last_pass = ended
