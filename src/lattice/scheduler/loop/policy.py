@@ -30,7 +30,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from lattice.scheduler.core import ACCOUNTING_FIELDS, Decision, JobView, Plan
 from lattice.scheduler.loop.snapshot import shown_position
@@ -65,9 +65,9 @@ class WriteTiming:
     position_interval: timedelta = timedelta(seconds=10)
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """What the policy reads of one job: its view, persisted block and terminal fields."""
+class Candidate(NamedTuple):
+    """What the policy reads of one job: its view, persisted block and terminal fields (a named
+    tuple: a pass builds one per job)."""
 
     view: JobView
     block: Mapping[str, Any]
