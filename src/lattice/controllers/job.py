@@ -2,15 +2,16 @@
 
 Contract (level-triggered; the key is ``namespace/name``):
 1. Read the job from the informer cache, never from an event. Gone: forget its expectations.
-2. ``plugin.parse``: an :class:`InvalidJob` sets stage ``Wrong`` (reason ``InvalidSpec``, the
-   problems in the message) and a ``Failed`` condition ``<Kind>FailedValidation``; the
-   scheduler never sees the job. A :class:`JobNotReady` (a TrainJob's runtime is missing or
-   unusable) leaves the job unstarted with ``Created=False`` (the exception's reason and
-   message) and one Warning event per change; the scheduler skips it too, and the next
-   reconcile (runtime events re-enqueue the job) starts it once the input resolves. A plugin
+2. ``plugin.parse``: an :class:`InvalidJob` sets a ``Failed`` condition
+   ``<Kind>FailedValidation`` (the problems in the message), from which the scheduler writes
+   stage ``Wrong`` (reason ``InvalidSpec``); the scheduler never schedules the job. A
+   :class:`JobNotReady` (a TrainJob's runtime is missing or unusable) leaves the job unstarted
+   with ``Created=False`` (the exception's reason and message) and one Warning event per
+   change; the scheduler skips it too, and the next reconcile (runtime events re-enqueue the
+   job) starts it once the input resolves. A plugin
    that ``PinsInputs`` is parsed from its pin ConfigMap once that exists: the pin is created
    with the job's first pods and kept as observed, so editing the input never changes it.
-3. A finished job (Succeeded or Failed condition) keeps stage ``Completed`` and size 0, has its
+3. A finished job (Succeeded or Failed condition; the scheduler shows it ``Completed``) has its
    pods cleaned per ``cleanPodPolicy`` (All: every pod; Running: pods still Pending or Running;
    None: none; Services per the kind's ``service_cleanup``), and is deleted
    ``ttlSecondsAfterFinished`` after its completion time. A job failed for its deadline or
