@@ -68,7 +68,14 @@ from lattice.runtime.projections import (
 )
 from lattice.runtime.ratelimit import RateLimitingQueue
 from lattice.runtime.server import ProbeServer
-from lattice.scheduler.loop import RESIZE_BAND, ContextSource, SchedulerLoop, scheduler_config
+from lattice.scheduler.loop import (
+    RESIZE_BAND,
+    ContextSource,
+    LoopServices,
+    LoopSources,
+    SchedulerLoop,
+    scheduler_config,
+)
 
 __all__ = ["JOB_RESOURCES", "MANAGED_LABEL", "Operator", "run"]
 
@@ -89,9 +96,6 @@ RUNTIME_RESOURCES: tuple[Resource, ...] = (
 
 Runnable = Callable[[], Coroutine[Any, Any, None]]
 Obj = dict[str, Any]
-#: Seconds a reconciler leaves a new job to the scheduler's first decision before marking it
-#: Created anyway (``lattice.controllers.job.awaits_scheduler``); a pass takes well under one.
-FIRST_DECISION_WAIT = 5.0
 
 
 class Operator:
@@ -198,7 +202,6 @@ class Operator:
                 recorder=self.recorder,
                 metrics=self.metrics,
                 others=self.children,
-                first_decision_wait=FIRST_DECISION_WAIT,
             )
             name = kind.lower()
             queue = RateLimitingQueue[str](
@@ -223,18 +226,22 @@ class Operator:
             self.controllers[kind] = controller
             self.add_runnable(name, controller.run)
         self.scheduler = SchedulerLoop(
-            client=client,
-            clock=self.clock,
-            metrics=self.metrics,
-            recorder=self.recorder,
             plugins=plugins,
-            jobs={k: self.jobs[k] for k in plugins},
-            pods=self.pods,
-            foreign_pods=self.foreign_pods,
-            nodes=self.nodes,
-            context=self.context,
+            sources=LoopSources(
+                jobs={k: self.jobs[k] for k in plugins},
+                pods=self.pods,
+                foreign_pods=self.foreign_pods,
+                nodes=self.nodes,
+                pins=self.children["ConfigMap"][1],
+            ),
+            services=LoopServices(
+                client=client,
+                clock=self.clock,
+                metrics=self.metrics,
+                recorder=self.recorder,
+                context=self.context,
+            ),
             config=scheduler_config(settings),
-            pins=self.children["ConfigMap"][1],
         )
         self.add_runnable("scheduler", self.scheduler.run)
         self.add_runnable("events", self._run_recorder)

@@ -164,7 +164,7 @@ def test_dist_example_children_env_and_success(
             f"MXJob {job} is successfully completed.",
         )
         assert status["replicaStatuses"]["Scheduler"]["succeeded"] == 1
-        assert status["lattice"]["stage"] == "Completed"
+        mx.wait_stage(job, "Completed")
         event = mx.wait_event(job, "MXJobSucceeded")
         assert (event["type"], event["note"]) == (
             "Normal",

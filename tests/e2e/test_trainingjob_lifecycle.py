@@ -273,7 +273,7 @@ def test_clean_pod_policy_none_and_running(
             "keep-worker-1": "Running",
         }
         assert sorted(services(world, "keep")) == ["keep-worker-0", "keep-worker-1"]
-        assert status_of(world, "keep")["stage"] == "Completed"
+        wait_status(world, "keep", lambda s: s.get("stage") == "Completed", what="keep Completed")
 
 
 # --- 4. ttlSecondsAfterFinished ----------------------------------------------------------------

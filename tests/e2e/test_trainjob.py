@@ -143,7 +143,7 @@ def test_torch_distributed_example_pods_env_and_complete(
         assert not {"Created", "Running", "Succeeded"} & set(conds)
         (node,) = status["jobsStatus"]
         assert (node["name"], node["succeeded"], node["failed"]) == ("node", 1, 0)
-        assert status["lattice"]["stage"] == "Completed"
+        tj.wait_stage(job, "Completed")
 
 
 def test_trainjob_waits_for_its_runtime_then_runs(
@@ -191,7 +191,7 @@ def test_trainer_pod_exiting_non_zero_fails_the_trainjob(
         assert "crash-node-0-1" in failed["message"]
         assert "3" in failed["message"]
         assert not any(c["type"] == "Complete" for c in status["conditions"])
-        assert status["lattice"]["stage"] == "Completed"
+        tj.wait_stage("crash", "Completed")
 
 
 def test_suspend_then_unsuspend_kueue_style(

@@ -5,8 +5,9 @@ Contract: each function edits ``step.exec``/``step.sched`` and appends to ``step
 ``step.counters``; none reads a cache or writes. Reasons are ``<Kind><Condition>``; messages come
 from the plugin's :class:`Messages`.
 
-- ``mark_wrong``: stage ``Wrong`` (reason ``InvalidSpec``, the problems in the message), size 0,
-  and once a ``Failed`` condition ``<Kind>FailedValidation`` with its Warning event.
+- ``mark_wrong``: once, a ``Failed`` condition ``<Kind>FailedValidation`` (the problems in the
+  message) with its Warning event; the scheduler writes stage ``Wrong`` (reason ``InvalidSpec``)
+  from it.
 - ``mark_not_ready``: ``Created=False`` with the exception's reason and message; a Warning
   event only when that condition changed.
 - ``mark_created``: ``Created=True`` once (an event when the kind words one).
@@ -51,7 +52,6 @@ CREATED, SUCCESSFUL, FAILED, RESTARTED = "created", "successful", "failed", "res
 
 def mark_wrong(step: Step, kind: str, exc: InvalidJob) -> None:
     message = f"invalid {kind}: {exc}"
-    step.sched.update(stage="Wrong", currentSize=0, reason="InvalidSpec", message=message)
     if not condition_true(step.exec, "Failed"):
         step.condition("Failed", True, f"{kind}FailedValidation", message)
         step.events.append(("Warning", f"{kind}FailedValidation", message))

@@ -50,14 +50,12 @@ class Cleanup:
         """Clean up a finished job; the seconds until its TTL deletion, or None."""
         ref = step.ref
         ns, name = ref.namespace, ref.name
-        step.sched.update(stage="Completed", currentSize=0)
         completion = parse_opt_time(step.exec.get("completionTime")) or parse_opt_time(
             step.sched.get("completionTime")
         )
         if completion is None:
             completion = step.now
         step.exec.setdefault("completionTime", fmt(completion))
-        step.sched.setdefault("completionTime", fmt(completion))
         if policy.clean_pod_policy != "None":
             doomed = [
                 p.name

@@ -10,15 +10,18 @@ Contract (level-triggered; the key is ``namespace/name``; each step's policy is 
    resolves.
 3. A finished job (Succeeded or Failed condition) is cleaned up per ``cleanPodPolicy`` and
    deleted ``ttlSecondsAfterFinished`` after its completion (``finished``).
-4. A Wrong job waits for a new spec; a new job waits for the scheduler's first decision
-   (``awaits_scheduler``); a job whose expectations are unsatisfied waits for the cache.
+4. A Wrong job waits for a new spec; a job whose expectations are unsatisfied waits for the
+   cache.
 5. Otherwise (``_active``): apply the kind's status rules to the live pods
    (``plugin.progress``) and the failure policy (``failure``: recreations, deadline,
    backoffLimit); finish the job, or recreate the pods the rules name and make the children match
    ``desired_children`` at ``currentSize`` (``rounds``). ``currentSize`` is the scheduler's
    decision; this reconciler never picks a size. Conditions: ``conditions``.
-6. Status is written once (``write``), only if it changed, plus once before deleting pods to
-   recreate or stop them; events and counters follow the write that carries them. Failed child
+6. Status is written once (``write``): the reconciler's own block only (the scheduler is the
+   one writer of the scheduling block), without a resourceVersion precondition, only if it
+   changed, plus once before deleting pods to recreate or stop them; a reconcile works from the
+   object its last write returned until the cache shows that write (``jobstatus.ReadBack``);
+   events and counters follow the write that carries them. Failed child
    creates or deletes raise :class:`ChildSyncError` after the write (a retry with backoff);
    creates the apiserver refused as malformed, and plugin errors, make the job Wrong.
 
@@ -50,7 +53,7 @@ from lattice.controllers.conditions import (
 )
 from lattice.controllers.failure import judge
 from lattice.controllers.finished import Cleanup
-from lattice.controllers.jobstatus import Step, fmt, parse_opt_time
+from lattice.controllers.jobstatus import ReadBack, Step, fmt, parse_opt_time
 from lattice.controllers.owned import OwnedChildren
 from lattice.controllers.parse import (
     PLUGIN_BUGS,
@@ -84,7 +87,6 @@ __all__ = [
     "ChildSyncError",
     "ContextProvider",
     "JobReconciler",
-    "awaits_scheduler",
     "kube_resource",
 ]
 
@@ -111,27 +113,6 @@ def kube_resource(plugin: JobPlugin[Any]) -> Resource:
     return Resource(r.group, r.version, r.plural, r.kind, r.namespaced)
 
 
-def awaits_scheduler(step: Step, meta: Mapping[str, Any], wait: float) -> float | None:
-    """Seconds left to wait for the scheduler's first decision of a new job, or None.
-
-    A job the scheduler has not decided yet (no stage) is written by the scheduler first: its
-    decision arrives within a pass and wakes this reconcile through the watch. Writing
-    ``Created`` before it would race that write, and the scheduler's PATCH, guarded by the
-    version it read, would then fail with a conflict and go again a watch hop later; the grant
-    of a high-priority job, the one reconciled at once, paid that. After ``wait`` seconds from
-    the job's creation the reconcile goes on regardless, so a job still undecided (the scheduler
-    stopped, its write refused) is not left unmarked. ``wait`` 0 never waits.
-    """
-    if wait <= 0 or step.sched.get("stage"):
-        return None
-    created = parse_opt_time(meta.get("creationTimestamp"))
-    if created is None:
-        return None
-    left = wait - (step.now - created).total_seconds()
-    # Capped: an operator clock behind the apiserver's never makes the wait longer.
-    return min(left, wait) if left > 0 else None
-
-
 class JobReconciler:
     """Reconciles the jobs of one kind."""
 
@@ -149,13 +130,10 @@ class JobReconciler:
         recorder: EventRecorder,
         metrics: Metrics,
         others: Mapping[str, tuple[Resource, Informer[Obj]]] | None = None,
-        first_decision_wait: float = 0.0,
     ) -> None:
         self.plugin = plugin
         self.kind = plugin.resource.kind
-        #: How long after its creation a job the scheduler has not yet decided is left to it
-        #: (``awaits_scheduler``); 0 never waits.
-        self._first_decision_wait = first_decision_wait
+        self._read_back = ReadBack(plugin)
         self._clock = clock
         self._jobs = jobs
         self._context = context
@@ -172,7 +150,12 @@ class JobReconciler:
         self._rounds = ChildRounds(owned=self._owned, sync=sync, client=client)
         families = counter_families(metrics, self._framework, plugin)
         self._status = StatusWrite(
-            plugin=plugin, resource=res, client=client, recorder=recorder, families=families
+            plugin=plugin,
+            resource=res,
+            client=client,
+            recorder=recorder,
+            families=families,
+            read_back=self._read_back,
         )
 
     def watch(self, enqueue: Callable[[str], None]) -> None:
@@ -205,9 +188,11 @@ class JobReconciler:
         ns, _, name = key.partition("/")
         obj = self._jobs.store.get(key)
         if obj is None:
+            self._read_back.forget(key)
             for what in self._owned.what_kinds:
                 self._exp.delete(self._owned.exp_key(ns, name, what))
             return Result()
+        obj = self._read_back.current(key, obj)
         meta = obj.get("metadata") or {}
         if meta.get("deletionTimestamp") or managed_elsewhere(obj):
             return Result()
@@ -248,8 +233,6 @@ class JobReconciler:
         """Why an unfinished job is not acted on now (None: it is)."""
         if step.sched.get("stage") == "Wrong":
             return Result()
-        if (wait := awaits_scheduler(step, meta, self._first_decision_wait)) is not None:
-            return Result(requeue_after=wait)
         ref = step.ref
         keys = (self._owned.exp_key(ref.namespace, ref.name, k) for k in self._owned.what_kinds)
         if not all(self._exp.satisfied(k) for k in keys):
@@ -297,7 +280,6 @@ class JobReconciler:
         if verdict.failed is not None or progress.succeeded:
             mark_finished(step, words, failed=verdict.failed, reason=verdict.reason)
             step.exec["replicaStatuses"] = verdict.statuses
-            step.sched.update(stage="Completed", currentSize=0, completionTime=fmt(step.now))
             step.exec["completionTime"] = fmt(step.now)
             if verdict.stop:
                 await self._status.write(step)

@@ -1,12 +1,13 @@
 """The one status write of a reconcile, and the events and counters that follow it.
 
 Contract:
-- ``StatusWrite.write`` puts the step's two blocks at the plugin's ``exec_path`` and
-  ``scheduling_path`` (the shorter path first: Kubeflow kinds keep the scheduler block inside
-  the exec one; a plugin that ``RendersStatus`` stores ``render_status`` of the working block)
-  and writes them through the status subresource with a merge patch and the cached
-  resourceVersion, only if they changed (``lattice.runtime.status``). A stale resourceVersion
-  raises ``Conflict``: a quiet requeue (the harness).
+- ``StatusWrite.write`` writes the reconciler's own block only, at the plugin's ``exec_path``
+  (a plugin that ``RendersStatus`` stores ``render_status`` of the working block; the scheduler
+  is the one writer of ``scheduling_path``, and writes a finished job's stage from the
+  conditions written here), through the status subresource with a merge patch without a
+  resourceVersion precondition, only if it changed (``lattice.runtime.status``). The returned
+  object is handed to ``read_back`` (``jobstatus.ReadBack``), so that the next reconcile works
+  from it until the cache shows the write.
 - It is called once at the end of a reconcile, and before deleting pods (to recreate them, or to
   stop a job past its deadline or backoffLimit), so what those deletes count is persisted first.
 - Only after a write that happened are the step's events recorded and its counters counted;
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lattice.controllers.conditions import CREATED, FAILED, RESTARTED, SUCCESSFUL
-from lattice.controllers.jobstatus import Step, get_path, with_path
+from lattice.controllers.jobstatus import ReadBack, Step, get_path, status_after
 from lattice.frameworks.base import CountsJobs, JobPlugin, RendersStatus
 from lattice.kube import KubeClient
 from lattice.kube.resources import Resource
@@ -79,8 +80,10 @@ class StatusWrite:
         client: KubeClient,
         recorder: EventRecorder,
         families: dict[str, list[Count]],
+        read_back: ReadBack,
     ) -> None:
         self._plugin = plugin
+        self._read_back = read_back
         self._res = resource
         self._writer = StatusWriter(client)
         self._recorder = recorder
@@ -89,7 +92,6 @@ class StatusWrite:
     async def write(self, step: Step) -> None:
         plugin, ref, obj = self._plugin, step.ref, step.obj
         old = obj.get("status") or {}
-        new = old
         meta = obj.get("metadata") or {}
         exec_block = step.exec
         if isinstance(plugin, RendersStatus):
@@ -100,21 +102,17 @@ class StatusWrite:
                 generation=generation if isinstance(generation, int) else None,
                 now=step.now,
             )
-        for path, block in sorted(
-            ((plugin.exec_path, exec_block), (plugin.scheduling_path, step.sched)),
-            key=lambda pb: len(pb[0]),
-        ):
-            new = with_path(new, path, block)
         written = await self._writer.write(
             self._res,
             namespace=ref.namespace,
             name=ref.name,
-            resource_version=str(meta.get("resourceVersion", "")),
+            resource_version=None,
             old=old,
-            new=new,
+            new=status_after(obj, plugin, exec_block),
         )
         if written is not None:
             step.obj = written
+            self._read_back.wrote(f"{ref.namespace}/{ref.name}", written)
             for type_, reason, note in step.events:
                 self._recorder.record(ref, type=type_, reason=reason, note=note)
             for what in step.counters:

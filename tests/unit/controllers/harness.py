@@ -101,8 +101,6 @@ class World:
     #: While set, watch events wait in ``held`` until ``release()`` (the watch lags the writes).
     hold_events: bool = False
     held: list[tuple[str, str, Obj]] = field(default_factory=list)
-    #: The reconciler's ``first_decision_wait`` (0: a new job is reconciled at once).
-    first_decision_wait: float = 0.0
 
     def __post_init__(self) -> None:
         # World serves the verbs the informers and the reconciler use (no watch: it pushes events
@@ -151,7 +149,6 @@ class World:
             recorder=cast(EventRecorder, self.recorder),  # records what a test asserts
             metrics=self.metrics,
             others=self.others,
-            first_decision_wait=self.first_decision_wait,
         )
         self.reconciler.watch(self.enqueued.append)
 

@@ -16,8 +16,9 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   when a foreign pod bound to it requests an extended resource (a resource name containing
   ``/``, e.g. ``nvidia.com/gpu``); pods requesting only cpu/memory (DaemonSets) never take a node.
 - :func:`job_view`: parse through the plugin (``InvalidJob`` -> :class:`Invalid`, which the loop
-  skips: the kind reconciler marks the job Wrong; ``JobNotReady``, e.g. a TrainJob whose runtime
-  does not exist yet, is skipped likewise while the reconciler shows it waiting); the scheduler
+  does not schedule: the kind reconciler records a Failed condition, from which the loop writes
+  stage Wrong; ``JobNotReady``, e.g. a TrainJob whose runtime does not exist yet, is skipped
+  likewise while the reconciler shows it waiting); the scheduler
   state is read at ``plugin.scheduling_path`` (missing fields take the ``JobView`` defaults).
   ``finished``: stage Completed, Wrong or Cancelled, a True ``Succeeded``/``Failed``/``Complete``
   condition in the ``conditions`` list at ``plugin.exec_path``, or a deletion in progress (a job
@@ -30,8 +31,8 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   first :data:`SHOWN_POSITIONS` waiting jobs only (:func:`shown_position`): a job further back
   has none, so that one admission does not rewrite thousands of statuses. ``lastExecTime``
   becomes ``now`` when the size goes from 0 to more, and is carried over otherwise.
-  ``reason``/``message`` are left to the kind reconciler. :func:`status_patch` nests it at the
-  plugin's path for a merge patch.
+  The fields of a finished job come from :mod:`~lattice.scheduler.loop.terminal`.
+  :func:`status_patch` nests it at the plugin's path for a merge patch.
 - Trigger relevance: an informer update matters to the scheduler only when the object's
   signature changes. :func:`job_signature`: uid, spec, labels, annotations and whether it is
   finished (so the scheduler's own status writes are not a change). :func:`pod_signature`:
@@ -340,13 +341,15 @@ def shown_position(decision: Decision) -> int | None:
 
 
 def status_patch(
-    path: Sequence[str], fields: Mapping[str, Any], *, resource_version: str
+    path: Sequence[str], fields: Mapping[str, Any], *, resource_version: str | None = None
 ) -> dict[str, Any]:
-    """The merge-patch body writing ``fields`` at ``path``, guarded by ``resource_version``."""
+    """The merge-patch body writing ``fields`` at ``path``; guarded by ``resource_version``
+    when one is given (the scheduler gives none: it is the one writer of its fields)."""
     body: dict[str, Any] = dict(fields)
     for step in reversed(path):
         body = {step: body}
-    body["metadata"] = {"resourceVersion": resource_version}
+    if resource_version is not None:
+        body["metadata"] = {"resourceVersion": resource_version}
     return body
 
 
