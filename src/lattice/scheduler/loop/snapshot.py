@@ -48,6 +48,7 @@ from typing import Any
 
 from lattice.api.base import format_micro_time
 from lattice.api.base import parse_time as _parse_time
+from lattice.api.constants import ANNOTATION_CHECKPOINTING
 from lattice.frameworks.base import (
     Demand,
     InvalidJob,
@@ -317,6 +318,8 @@ def job_view(
         admitted_time=parse_time(state.get("admittedTime")),
         suspended=demand.suspended,
         finished=is_finished(obj, plugin),
+        preemptible_within_priority=demand.preemptible_within_priority
+        or (meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINTING) == "true",
     )
 
 
