@@ -7,8 +7,10 @@ Contract:
   plays the plan back with :func:`~lattice.scheduler.core.apply_decision` and returns the
   ``Running`` sizes and ``plan.next_wakeup``. A job with a checkpoint interval opts in to
   preemption within its priority (``preemptible_within_priority``); ``preempt_rigid=True`` opts
-  every job in (``lattice-preempt-rigid``). Only changed decisions are played back, and the
-  running sizes are kept as they change. Pods always start in the simulator, so the
+  every job in (``lattice-preempt-rigid``). Only decisions that change more than the service
+  accounting are played back (as the operator's loop throttles accounting writes; service
+  accrues from the last written ``service_updated_at`` all the same), and the running sizes
+  are kept as they change. Pods always start in the simulator, so the
   pending timeout and its cooldown never trigger; every other knob of
   :class:`~lattice.scheduler.core.SchedulerConfig` applies as in the operator.
 - :class:`FifoAllocator`: no elasticity, no preemption; jobs at their requested size in
@@ -159,7 +161,9 @@ class LatticeAllocator:
         )
         plan = schedule(snapshot, at)
         views, running = self._views, self._running
-        for key in plan.changed_keys():
+        # Accounting-only changes are not played back, as the operator's loop throttles them:
+        # a job's service accrues from its last written ``service_updated_at`` all the same.
+        for key in plan.changed_keys(include_accounting=False):
             view = views[key] = apply_decision(views[key], plan.decisions[key])
             if view.stage == Stage.RUNNING and view.current_size:
                 running[self._ids[key]] = view.current_size

@@ -196,7 +196,10 @@ def _promotion_change(s: JobState, *, now: datetime, config: SchedulerConfig) ->
         if gap <= 0 or slope <= 0:
             return None
         seconds = gap / slope / 1_000_000
-    return now + timedelta(microseconds=max(1, math.floor(seconds * 1_000_000)))
+    try:
+        return now + timedelta(microseconds=max(1, math.floor(seconds * 1_000_000)))
+    except OverflowError:
+        return None
 
 
 def _band_crossing(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:

@@ -146,12 +146,15 @@ def is_promoted(
 def promotion_time(
     *, band: int, queued_time: datetime, attained: float, units: int, config: SchedulerConfig
 ) -> datetime | None:
-    """When a waiting job becomes promoted (``None`` in band 0): ``queued_time`` plus ``K``
-    times its service time, rounded up to the microsecond."""
+    """When a waiting job becomes promoted (``None`` in band 0, or beyond year 9999):
+    ``queued_time`` plus ``K`` times its service time, rounded up to the microsecond."""
     if band == 0:
         return None
     bar = math.ceil(config.slowdown_limit * service_time(attained, units) * 1_000_000)
-    return queued_time + timedelta(microseconds=bar)
+    try:
+        return queued_time + timedelta(microseconds=bar)
+    except OverflowError:
+        return None  # beyond the calendar: never
 
 
 def is_protected(job: JobView) -> bool:
