@@ -85,3 +85,10 @@ def test_every_setting_has_a_flag_and_an_env_name() -> None:
     documented = {d.field for d in FIELDS}
     assert documented == set(Settings.model_fields)
     assert all(d.env for d in FIELDS)
+
+
+def test_the_removed_starvation_limit_is_accepted_with_a_deprecation_warning() -> None:
+    with pytest.warns(FutureWarning, match="--slowdown-limit"):
+        s = load_settings(_parse([]), env={"LATTICE_STARVATION_LIMIT": "72h"})
+    assert s.starvation_limit == 72 * 3600.0
+    assert s.slowdown_limit == 4.0

@@ -304,3 +304,35 @@ def test_mix_draws_fitted_applications() -> None:
     assert j.model is fits["a"]
     with pytest.raises(ValueError, match="mix"):
         map_jobs(rows, MappingOptions(speedup="mix"), capacity=4)
+
+
+@pytest.mark.parametrize("limit", [2.0, 4.0, 8.0])
+def test_promotion_admits_a_long_job_under_a_steady_overloading_stream(limit: float) -> None:
+    # One 4-unit node. L (20,000 s on 4 units) runs alone for its first 2,000 s; then a job
+    # of 3,000 s on 4 units arrives every 2,000 s, for 200,000 s: 150 % of the capacity, of
+    # which band 0 (each job's first 900 s) is 45 %. Every job checkpoints, so each may be
+    # preempted within the priority. Without the guard, L stops for good once it has 9,000 s
+    # of service (band 2), behind every stream job in band 1; with it, L is promoted after
+    # waiting `limit` times its service, goes before every stream job past band 0 (it was
+    # queued first) and finishes well before the stream ends.
+    stream_end = 200_000.0
+    long_job = ckpt(job(0, 0, 20_000, 4, 4, 4), 1.0)
+    stream = [ckpt(job(i, 2000.0 * i, 3000, 4, 4, 4), 1.0) for i in range(1, 101)]
+
+    def finish(k: float) -> float | None:
+        config = SchedulerConfig(slowdown_limit=k)
+        r = simulate(
+            [long_job, *stream],
+            LatticeAllocator(make_nodes(4, 4), config),
+            policy="las",
+            capacity=4,
+            restart_cost=0,
+        )
+        return r.jobs[0].finish
+
+    guarded = finish(limit)
+    assert guarded is not None
+    assert guarded < 0.8 * stream_end
+    unguarded = finish(1e12)
+    assert unguarded is not None
+    assert unguarded > stream_end
