@@ -93,7 +93,7 @@ from lattice.scheduler.core.order import (
 )
 from lattice.scheduler.core.packing import Histogram, Shape, make_shape
 from lattice.scheduler.core.plan import Decision, Deferred, Plan
-from lattice.scheduler.core.quiet import Entry, LazyDecisions, entry_for, trim_memo
+from lattice.scheduler.core.quiet import Entry, LazyDecisions, entries_for, trim_memo
 from lattice.scheduler.core.state import JobState, to_decision
 from lattice.scheduler.core.types import JobView, SchedulerConfig, Snapshot, Stage, Strategy
 
@@ -130,25 +130,31 @@ class _Pass:
         self.heap: list[tuple[OrderKey, JobState | Entry]] = []
         self.min_need = -1
         self.quiet_wake: datetime | None = None
-        seen: set[str] = set()
-        for view in jobs:
-            if view.key in seen:
-                raise ValueError(f"duplicate job key {view.key!r}")
-            seen.add(view.key)
-            entry = entry_for(view, config)
+        if len({view.key for view in jobs}) != len(jobs):
+            seen: set[str] = set()
+            for view in jobs:
+                if view.key in seen:
+                    raise ValueError(f"duplicate job key {view.key!r}")
+                seen.add(view.key)
+        full, heap = self.full, self.heap
+        wake: datetime | None = None
+        need = -1
+        for view, entry in zip(jobs, entries_for(jobs, config), strict=True):
             if entry is None:
-                self.full.append(JobState(view))
+                full.append(JobState(view))
                 continue
-            key = entry.key_plain
             at = entry.promote_at
-            if at is not None:
-                if now >= at:
-                    key = entry.key_promoted
-                elif self.quiet_wake is None or at < self.quiet_wake:
-                    self.quiet_wake = at
-            self.heap.append((key, entry))
-            if self.min_need < 0 or entry.need < self.min_need:
-                self.min_need = entry.need
+            if at is None:
+                heap.append((entry.key_plain, entry))
+            elif now >= at:
+                heap.append((entry.key_promoted, entry))
+            else:
+                heap.append((entry.key_plain, entry))
+                if wake is None or at < wake:
+                    wake = at
+            if need < 0 or entry.need < need:
+                need = entry.need
+        self.quiet_wake, self.min_need = wake, need
         trim_memo(len(jobs))
         self.free = Histogram(node.free_units for node in snapshot.nodes)
         self.total = self.free.total
@@ -407,7 +413,7 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
     _grow(p.ordered, free=p.free, now=now, config=p.config)
     settle(p.ordered, now=now, config=p.config, capacity=p.total)
     eager = {s.view.key: to_decision(s) for s in p.full}
-    eager.update((s.view.key, to_decision(s)) for s in p.ordered)
+    eager.update((s.view.key, to_decision(s)) for s in p.from_entries)
     keys = [v.key for v in p.jobs]
     return Plan(
         decisions=LazyDecisions(
