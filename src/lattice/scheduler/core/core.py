@@ -385,12 +385,20 @@ def _first(item: tuple[OrderKey, object]) -> OrderKey:
     return item[0]
 
 
+_SHAPES: dict[tuple[tuple[int, ...], int, int], Shape] = {}
+
+
 def _shape(v: JobView) -> Shape:
-    return make_shape(
-        fixed_pods=v.fixed_pods,
-        replica_units=v.replica_units,
-        replicas=v.min_size - len(v.fixed_pods),
-    )
+    """The shape of ``v``'s minimum (memoised: a pure function of three small values)."""
+    spec = (v.fixed_pods, v.replica_units, v.min_size - len(v.fixed_pods))
+    shape = _SHAPES.get(spec)
+    if shape is None:
+        if len(_SHAPES) > 4096:
+            _SHAPES.clear()
+        shape = _SHAPES[spec] = make_shape(
+            fixed_pods=spec[0], replica_units=spec[1], replicas=spec[2]
+        )
+    return shape
 
 
 def _from_entry(e: Entry, key: OrderKey) -> JobState:
