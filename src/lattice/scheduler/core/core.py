@@ -75,10 +75,9 @@ reach are built only when read. The plan is the same either way.
 from __future__ import annotations
 
 import heapq
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from lattice.scheduler.core.effects import next_wakeup, settle
-from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended, format_time
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
     OrderKey,
@@ -95,25 +94,15 @@ from lattice.scheduler.core.packing import Histogram, Shape, make_shape
 from lattice.scheduler.core.plan import Decision, Deferred, Plan
 from lattice.scheduler.core.quiet import Entry, LazyDecisions, entries_for, trim_memo
 from lattice.scheduler.core.state import JobState, to_decision
-from lattice.scheduler.core.types import JobView, SchedulerConfig, Snapshot, Stage, Strategy
+from lattice.scheduler.core.steps import cooldown_for, grow, grow_one, prepare
+from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
 
 __all__ = ["cooldown_for", "schedule"]
 
 _NEVER = NOT_RUNNING
-_OWNED = frozenset({Stage.NEW, Stage.WAITING, Stage.RUNNING, Stage.REQUEUE_COOLDOWN})
 # A quiet job left waiting: (entry, its order key, queue position, free units at its check,
 # the StrictFIFO blocker ahead of it).
 _Left = tuple[Entry, OrderKey, int, int, JobView | None]
-
-
-def cooldown_for(requeue_count: int, config: SchedulerConfig) -> timedelta:
-    """Rule 7 backoff: ``min(cooldown_max, cooldown_base * 2**(requeue_count - 1))``."""
-    delay = config.cooldown_base
-    for _ in range(max(0, requeue_count - 1)):
-        if delay >= config.cooldown_max:
-            break
-        delay *= 2
-    return min(delay, config.cooldown_max)
 
 
 class _Pass:
@@ -175,7 +164,7 @@ class _Pass:
         """Rules 1, 7, 8 and the order keys (rule 2) of every job that is not quiet."""
         now, config = self.now, self.config
         for s in self.full:
-            if not _prepare(s, now=now, config=config):
+            if not prepare(s, now=now, config=config):
                 continue
             v = s.view
             if self.las:
@@ -294,7 +283,7 @@ class _Pass:
         s.admitted = True
         s.size = s.view.min_size
         if s.aged:
-            _grow_one(
+            grow_one(
                 s, free=self.free, now=self.now, config=self.config, up_to=aged_growth_cap(s.view)
             )
 
@@ -418,7 +407,7 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
     p = _Pass(snapshot, now)
     p.candidates()
     p.admit()
-    _grow(p.ordered, free=p.free, now=now, config=p.config)
+    grow(p.ordered, free=p.free, now=now, config=p.config)
     settle(p.ordered, now=now, config=p.config, capacity=p.total)
     eager = {s.view.key: to_decision(s) for s in p.full}
     eager.update((s.view.key, to_decision(s)) for s in p.from_entries)
@@ -432,106 +421,3 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
         capacity_total=p.total,
         capacity_used=sum(s.view.units_at(s.size) for s in p.ordered if s.admitted),
     )
-
-
-def _prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
-    """Rules 1, 7 and 8 for one job; return whether it is a candidate."""
-    v = s.view
-    if v.finished or v.stage not in _OWNED:
-        s.size = 0
-        s.reason = "Finished" if v.finished else f"Not scheduled in stage {v.stage}"
-        return False
-    problem = v.problem()
-    if problem is not None:
-        s.stage, s.size, s.requeue = Stage.WRONG, 0, None
-        s.reason = f"Invalid: {problem}"
-        return False
-    if v.stage == Stage.RUNNING:
-        _accrue(s, now)
-    if v.suspended:
-        s.stage, s.queued, s.requeue, s.cooldown = Stage.WAITING, None, None, None
-        s.submit = s.submit or now
-        if s.held:
-            s.events.append(Suspended(old=s.held))
-        s.resize(0, now)
-        s.reason = "Suspended"
-        return False
-    if v.stage == Stage.REQUEUE_COOLDOWN:
-        s.requeue = None
-        if s.cooldown is not None and s.cooldown > now:
-            s.resize(0, now)
-            s.reason = f"Cooling down until {format_time(s.cooldown)}"
-            return False
-        s.stage, s.queued, s.cooldown = Stage.WAITING, now, None
-        s.events.append(CooldownOver())
-    elif v.stage == Stage.NEW or s.queued is None:
-        s.stage, s.queued = Stage.WAITING, now
-        s.events.append(Queued())
-    s.submit = s.submit or now
-    if v.stage != Stage.RUNNING or v.pending_since is None:
-        s.requeue = None
-        return True
-    requeue = v.requeue_time if v.requeue_time is not None else v.pending_since
-    if now - requeue < config.pending_timeout:
-        s.requeue = requeue
-        return True
-    s.count = v.requeue_count + 1
-    s.stage, s.requeue = Stage.REQUEUE_COOLDOWN, None
-    s.cooldown = now + cooldown_for(s.count, config)
-    s.events.append(
-        Requeued(pending_for=now - requeue, cooldown_until=s.cooldown, requeue_count=s.count)
-    )
-    s.reason = s.events[-1].message
-    s.resize(0, now)
-    return False
-
-
-def _accrue(s: JobState, now: datetime) -> None:
-    """Rule 8 for a job that was running on input (time never moves backwards)."""
-    if s.updated is None:
-        s.updated = now
-    elif now > s.updated:
-        s.attained += s.view.units_at(s.held) * (now - s.updated).total_seconds()
-        s.updated = now
-
-
-def _grow(
-    ordered: list[JobState], *, free: Histogram, now: datetime, config: SchedulerConfig
-) -> None:
-    """Rules 4 and 6: grow admitted jobs toward their target, in order (aged jobs from the
-    size their admission gave them)."""
-    for s in ordered:
-        if s.admitted:
-            _grow_one(s, free=free, now=now, config=config)
-
-
-def _grow_one(
-    s: JobState,
-    *,
-    free: Histogram,
-    now: datetime,
-    config: SchedulerConfig,
-    up_to: int | None = None,
-) -> None:
-    """Rules 4 and 6 for one admitted job: from ``s.size`` (its minimum, or what an aged job's
-    first growth gave it) toward its target, at most ``up_to``, placing replicas on ``free``."""
-    v = s.view
-    interval = config.resize_interval
-    last = v.last_resize_time
-    deferred = False
-    if not s.held or not interval or last is None or now - last >= interval:
-        target = v.max_size
-    else:
-        target = max(v.min_size, min(s.held, v.max_size))
-        deferred = target < v.max_size
-    if up_to is not None:
-        target = min(target, up_to)
-    size = s.size
-    if target > size:
-        if v.replica_units > 0:
-            size += free.place(v.replica_units, target - size)
-        else:
-            size = target
-    s.size = size
-    # Growth held back only by the interval: settle() turns this into a wakeup.
-    s.growth_deferred = deferred and size == target and free.fits_one(v.replica_units)
