@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -68,8 +69,14 @@ class Settings(BaseModel):
     pending_timeout: float = Field(300.0, gt=0, description="pods pending this long requeue a job")
     cooldown_base: float = Field(60.0, gt=0, description="first requeue cooldown")
     cooldown_max: float = Field(10800.0, gt=0, description="cap of the exponential cooldown")
-    starvation_limit: float = Field(
-        259200.0, gt=0, description="LAS aging: queued this long ago -> served after band 0, FCFS"
+    slowdown_limit: float = Field(
+        4.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="LAS starvation guard: time queued >= this x service time -> promoted, FCFS",
+    )
+    starvation_limit: float | None = Field(
+        None, gt=0, description="deprecated and ignored (the fixed aging limit): use slowdown_limit"
     )
     # --- pod environment (seed names kept)
     rdzv_backend: str = Field("", description="rendezvous backend; `etcd` selects etcd-v2")
@@ -78,6 +85,18 @@ class Settings(BaseModel):
     checkpoint_type: str = Field("remote", description="checkpoint addon type")
     checkpoint_service_endpoint: str = Field("", description="checkpoint service host")
     checkpoint_service_port: str = Field("", description="checkpoint service port")
+
+    @field_validator("starvation_limit")
+    @classmethod
+    def _deprecated_starvation_limit(cls, v: float | None) -> float | None:
+        if v is not None:
+            warnings.warn(
+                "--starvation-limit (LATTICE_STARVATION_LIMIT) is deprecated and ignored: the "
+                "fixed aging limit was replaced by --slowdown-limit (LATTICE_SLOWDOWN_LIMIT)",
+                FutureWarning,
+                stacklevel=2,
+            )
+        return v
 
     @field_validator("enabled_kinds")
     @classmethod
@@ -130,6 +149,7 @@ FIELDS: tuple[SettingDoc, ...] = (
     _doc("pending_timeout", "LATTICE_PENDING_TIMEOUT"),
     _doc("cooldown_base", "LATTICE_COOLDOWN_BASE"),
     _doc("cooldown_max", "LATTICE_COOLDOWN_MAX"),
+    _doc("slowdown_limit", "LATTICE_SLOWDOWN_LIMIT"),
     _doc("starvation_limit", "LATTICE_STARVATION_LIMIT"),
     _doc("rdzv_backend", "RDZV_BACKEND"),
     _doc("rdzv_service_endpoint", "RDZV_SERVICE_ENDPOINT"),

@@ -12,6 +12,7 @@ from lattice.primitives.resources import Resource
 
 __all__ = [
     "ALL_RESOURCES",
+    "ANNOTATION_CHECKPOINTING",
     "ANNOTATION_PRIORITY",
     "CATEGORY",
     "CLUSTER_TRAINING_RUNTIME",
@@ -84,6 +85,8 @@ LABEL_TRAINJOB_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 
 ANNOTATION_PRIORITY = "lattice.breezeml.ai/priority"
 """Integer priority for kinds without ``spec.priority`` (MPIJob, MXJob, TrainJob)."""
+ANNOTATION_CHECKPOINTING = "lattice.breezeml.ai/checkpointing"
+""""true": the job checkpoints, so the scheduler may stop it for a job of its own priority."""
 
 # Values of managedBy / runPolicy.managedBy.
 MANAGED_BY_MPI_OPERATOR = "kubeflow.org/mpi-operator"

@@ -180,6 +180,7 @@ class Demand:
     fixed_pods: tuple[int, ...] = ()
     replica_units: int = 1
     suspended: bool = False
+    preemptible_within_priority: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,6 +31,9 @@ _DEFAULT_SPEEDUP_DIR = "../shared/data/traces/speedup"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the ``lattice simulate`` flags on ``p``."""
     p.add_argument("--trace", required=True, type=Path, help="Philly-condensed or generic CSV")
+    p.add_argument(
+        "--cluster", help="only this virtual cluster's rows (a trace with a 'cluster' column)"
+    )
     cap = p.add_mutually_exclusive_group()
     cap.add_argument("--capacity", type=int, help="total units (default 64)")
     cap.add_argument("--nodes", type=int, help="number of nodes (with --gpus-per-node)")
@@ -43,7 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--strategy", choices=[s.value for s in Strategy], help="for `lattice`")
     p.add_argument("--resize-interval", type=float, help="seconds (default: the core's)")
-    p.add_argument("--starvation-limit", type=float, help="seconds (LAS aging limit)")
+    p.add_argument(
+        "--slowdown-limit", type=float, help="LAS starvation guard K (default: the core's)"
+    )
+    p.add_argument("--starvation-limit", type=float, help=argparse.SUPPRESS)
+    p.add_argument("--rigid-fraction", type=float, default=0.0, help="share of rigid jobs (0)")
+    p.add_argument(
+        "--checkpoint", type=float, help="checkpoint interval of every job, seconds (none)"
+    )
     p.add_argument("--restart-cost", type=float, default=30.0, help="seconds per resize (30)")
     p.add_argument("--min-fraction", type=float, default=0.5, help="min = ceil(units x F)")
     p.add_argument("--max-factor", type=float, default=2.0, help="max = round(units x F)")
@@ -69,7 +79,9 @@ def _config(args: argparse.Namespace) -> SchedulerConfig:
     if args.resize_interval is not None:
         changes["resize_interval"] = timedelta(seconds=args.resize_interval)
     if args.starvation_limit is not None:
-        changes["starvation_limit"] = timedelta(seconds=args.starvation_limit)
+        raise ValueError("--starvation-limit was removed: the guard is --slowdown-limit")
+    if args.slowdown_limit is not None:
+        changes["slowdown_limit"] = args.slowdown_limit
     return SchedulerConfig(**{**_fields(config), **changes}) if changes else config
 
 
@@ -98,8 +110,11 @@ def main(args: argparse.Namespace) -> int:
             seed=args.seed,
             speedup=args.speedup,
             limit=args.limit,
+            rigid_fraction=args.rigid_fraction,
+            checkpoint=args.checkpoint,
         )
-        jobs = map_jobs(read_trace(args.trace), options, capacity=capacity, fits=fits)
+        rows = read_trace(args.trace, cluster=args.cluster)
+        jobs = map_jobs(rows, options, capacity=capacity, fits=fits)
         config = _config(args)
         runs = run_policies(
             jobs,
@@ -136,6 +151,8 @@ def main(args: argparse.Namespace) -> int:
                                 "finish": j.finish,
                                 "resizes": j.resizes,
                                 "priority": j.priority,
+                                "preemptions": j.preemptions,
+                                "lost_unit_seconds": j.lost,
                             }
                             for j in r.result.jobs
                         ]

@@ -92,7 +92,7 @@ def test_an_earlier_queued_time_is_the_policy_not_a_tie() -> None:
     # Under StrictFIFO a job queued earlier (a preempted job keeps its queuedTime) still goes
     # first: incumbency only breaks ties.
     s = snap(
-        job("later").gang(4).running(4).queued(at(5)),
+        job("later").gang(4).running(4).queued(at(5)).preemptible(),
         job("earlier").gang(4).waiting().queued(at(1)),
         nodes=(4,),
     )

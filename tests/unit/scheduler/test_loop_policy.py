@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from lattice.scheduler.core import Decision, JobView, Plan
+from lattice.scheduler.core.plan import Deferred
 from lattice.scheduler.loop.policy import Candidate, Need, WriteTiming, choose_writes, need
 from lattice.scheduler.loop.terminal import terminal_fields, terminal_pending
 from tests.unit.scheduler.test_loop_snapshot import FakePlugin
@@ -109,7 +110,7 @@ def test_a_finished_job_is_written_until_its_block_shows_the_end() -> None:
 def plan_of(*decisions: Decision) -> Plan:
     return Plan(
         decisions={d.key: d for d in decisions},
-        order=(),
+        deferred_order=Deferred(tuple),
         next_wakeup=None,
         capacity_total=0,
         capacity_used=0,

@@ -599,7 +599,7 @@ async def test_a_job_preempted_for_an_equal_priority_one_still_reconciles_ahead_
     the victim must not queue behind every other job of that priority."""
     h = Harness(config=SchedulerConfig(strategy=Strategy.LEAST_ATTAINED_SERVICE))
     h.add_nodes(1)
-    h.add_job("served", units=8, priority=0)
+    h.add_job("served", units=8, priority=0, preemptible=True)
     await h.loop.run_once()
     h.pods.on_event("ADDED", pod_obj("served-w0", job="served", phase="Running", rv="1"))
     await h.clock.advance(3600)
@@ -816,7 +816,7 @@ async def test_a_restarted_loop_reproduces_the_plan_from_persisted_status() -> N
     h.add_job("vip", priority=10, units=8)
     h.add_job("hi", min=1, max=2, units=8)
     h.add_job("mid", min=1, max=3, units=4)
-    h.add_job("lo", min=1, max=1, units=8)
+    h.add_job("lo", min=1, max=1, units=8, preemptible=True)
     h.add_job("big", min=4, max=4, units=8)
     h.add_job("off", suspend=True)
     h.add_job("bad", invalid=True)

@@ -97,6 +97,7 @@ class FakePlugin:
             fixed_pods=tuple(job.get("fixed", ())),
             replica_units=int(job.get("units", 1)),
             suspended=bool(job.get("suspend", False)),
+            preemptible_within_priority=bool(job.get("preemptible", False)),
         )
 
     def run_policy(self, job: Any) -> Any:
@@ -381,7 +382,7 @@ def test_scheduler_config_from_settings() -> None:
             pending_timeout=120,
             cooldown_base=1.5,
             cooldown_max=600,
-            starvation_limit=900,
+            slowdown_limit=2.5,
         )
     )
     assert config.strategy == Strategy.LEAST_ATTAINED_SERVICE
@@ -389,7 +390,7 @@ def test_scheduler_config_from_settings() -> None:
     assert config.pending_timeout == timedelta(minutes=2)
     assert config.cooldown_base == timedelta(seconds=2)  # whole seconds: cooldownTime persists
     assert config.cooldown_max == timedelta(minutes=10)
-    assert config.starvation_limit == timedelta(minutes=15)
+    assert config.slowdown_limit == 2.5
 
 
 def test_operator_defaults_are_the_core_defaults() -> None:

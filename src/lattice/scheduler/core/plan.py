@@ -10,19 +10,22 @@ Contract:
   ``attained_service`` and ``service_updated_at`` (:data:`ACCOUNTING_FIELDS`) change on every
   pass for a running job; a loop that throttles status writes may treat a decision whose
   changes are all accounting as unchanged.
-- ``Plan.decisions`` iterates in plan-key order; ``Plan.order`` is the scheduling order.
+- ``Plan.decisions`` iterates in plan-key order; ``Plan.order`` is the scheduling order. Both
+  may be computed on first access (:class:`Deferred`); they are the same values either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from lattice.scheduler.core.events import SchedulerEvent
 
-__all__ = ["ACCOUNTING_FIELDS", "STATE_FIELDS", "Decision", "Plan"]
+__all__ = ["ACCOUNTING_FIELDS", "STATE_FIELDS", "Decision", "Deferred", "Plan"]
+
+T = TypeVar("T")
 
 # Decision field -> JobView field, for every persisted field.
 STATE_FIELDS: Mapping[str, str] = {
@@ -74,7 +77,23 @@ class Decision(NamedTuple):
         return bool(self.changed_fields)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+class Deferred(Generic[T]):
+    """A value computed by ``compute`` on first :meth:`get`, then kept."""
+
+    __slots__ = ("_compute", "_value")
+
+    def __init__(self, compute: Callable[[], T]) -> None:
+        self._compute: Callable[[], T] | None = compute
+        self._value: T | None = None
+
+    def get(self) -> T:
+        if self._compute is not None:
+            self._value = self._compute()
+            self._compute = None
+        return self._value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Plan:
     """The result of one pass.
 
@@ -84,10 +103,28 @@ class Plan:
     """
 
     decisions: Mapping[str, Decision]
-    order: tuple[str, ...]
     next_wakeup: datetime | None
     capacity_total: int
     capacity_used: int
+    deferred_order: Deferred[tuple[str, ...]] = field(repr=False, compare=False)
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """Keys of the candidates in scheduling order."""
+        return self.deferred_order.get()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return (
+            self.next_wakeup == other.next_wakeup
+            and self.capacity_total == other.capacity_total
+            and self.capacity_used == other.capacity_used
+            and self.order == other.order
+            and dict(self.decisions) == dict(other.decisions)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __getitem__(self, key: str) -> Decision:
         return self.decisions[key]
@@ -101,6 +138,10 @@ class Plan:
 
     def changed_keys(self, *, include_accounting: bool = True) -> tuple[str, ...]:
         """Keys of the changed decisions, in plan-key order."""
+        fast = getattr(self.decisions, "changed_keys", None)
+        if fast is not None:
+            keys: tuple[str, ...] = fast(include_accounting=include_accounting)
+            return keys
         return tuple(
             key
             for key in self.decisions

@@ -75,7 +75,7 @@ class JobState:
         self.unfittable = False
         self.min_shape: Shape = ()
         self.free_at_check = 0
-        self.blocker: JobState | None = None
+        self.blocker: JobView | None = None
         self.growth_deferred = False
         self.grow_at: datetime | None = None
 

@@ -51,24 +51,12 @@ class Stage(enum.StrEnum):
 class SchedulerConfig:
     """Policy knobs. Every duration is a ``timedelta``; service is in unit-seconds.
 
-    - ``strategy``: the queue's order. LeastAttainedService (the default) serves the least
-      served job first; under saturation the order in which work is served dominates, and a
-      FIFO order cannot beat backfill.
-    - ``starvation_limit`` is LAS's aging limit: a job in band 1 or above queued at least this
-      long ago is aged (rule 2 of :mod:`lattice.scheduler.core.core`). 0 ages every job once it
-      leaves band 0 (LAS then serves band 0 first and everything else first come first served).
-      Aging bounds LAS's tail; the best fixed limit grows with the length of a cluster's longest
-      jobs, and 3 days bounds the tail on every cluster it was tuned on. Aged jobs grow first
-      only to the middle of their range (rule 4).
-    - ``resize_interval``: the least time between two resizes of one job; it guards against
-      flapping, which the simulator does not model.
-    - ``las_first_band``/``las_band_multiplier``/``las_bands``: LAS's service bands (the first
-      one unit-hour wide, each next one ``las_band_multiplier`` times wider).
-    - ``cooldown_max`` is Lattice's historical flat cooldown (3 h), used as the backoff cap.
-
-    The defaults were chosen with ``lattice simulate`` on five virtual clusters of the Philly
-    trace; the figures, and how to reproduce them, are in docs/simulate.md ("Results and the
-    defaults' evidence") and docs/performance.md.
+    ``slowdown_limit`` is LAS's starvation guard: a job in band 1 or above whose time since
+    ``queued_time`` is at least this multiple of its service time (attained service over its
+    units at full size) is promoted (:mod:`lattice.scheduler.core.order`). The LAS bands start
+    at ``las_first_band`` unit-seconds and grow by ``las_band_multiplier``; ``las_bands`` counts
+    them (the last is open). ``cooldown_base`` doubles per requeue up to ``cooldown_max``. The
+    evidence for each default is in docs/simulate.md.
     """
 
     strategy: Strategy = Strategy.LEAST_ATTAINED_SERVICE
@@ -76,16 +64,18 @@ class SchedulerConfig:
     pending_timeout: timedelta = timedelta(minutes=5)
     cooldown_base: timedelta = timedelta(seconds=60)
     cooldown_max: timedelta = timedelta(hours=3)
-    starvation_limit: timedelta = timedelta(days=3)
+    slowdown_limit: float = 4.0
     las_first_band: float = 3600.0
     las_band_multiplier: float = 10.0
     las_bands: int = 4
 
     def __post_init__(self) -> None:
         zero = timedelta(0)
-        for name in ("resize_interval", "pending_timeout", "starvation_limit"):
+        for name in ("resize_interval", "pending_timeout"):
             if getattr(self, name) < zero:
                 raise ValueError(f"{name} must not be negative")
+        if not self.slowdown_limit >= 0:
+            raise ValueError("slowdown_limit must not be negative")
         if self.cooldown_base <= zero or self.cooldown_max < self.cooldown_base:
             raise ValueError("need 0 < cooldown_base <= cooldown_max")
         if self.las_first_band <= 0 or self.las_band_multiplier <= 1 or self.las_bands < 1:
@@ -114,6 +104,9 @@ class JobView:
     ``attained_service`` is in unit-seconds, accrued up to ``service_updated_at``.
     ``admitted_time`` is when the job last went from holding nothing to running (``None`` while it
     holds nothing); it orders incumbents among jobs that tie on the policy's keys.
+    ``preemptible_within_priority``: a running job with ``min_size == max_size`` may be stopped
+    for a job of its own priority only when this is set (it checkpoints, so a restart loses
+    little); elastic jobs (``min_size < max_size``) always may. Higher priority always may.
     """
 
     key: str
@@ -140,6 +133,7 @@ class JobView:
     admitted_time: datetime | None = None
     suspended: bool = False
     finished: bool = False
+    preemptible_within_priority: bool = False
 
     @property
     def display_name(self) -> str:

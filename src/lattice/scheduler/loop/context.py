@@ -78,7 +78,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         pending_timeout=timedelta(seconds=settings.pending_timeout),
         cooldown_base=timedelta(seconds=math.ceil(settings.cooldown_base)),
         cooldown_max=timedelta(seconds=math.ceil(settings.cooldown_max)),
-        starvation_limit=timedelta(seconds=settings.starvation_limit),
+        slowdown_limit=settings.slowdown_limit,
     )
 
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from lattice.api.constants import ANNOTATION_CHECKPOINTING
 from lattice.frameworks.base import (
     Demand,
     InvalidJob,
@@ -297,6 +298,8 @@ def job_view(
         admitted_time=parse_time(state.get("admittedTime")),
         suspended=demand.suspended,
         finished=is_finished(obj, plugin),
+        preemptible_within_priority=demand.preemptible_within_priority
+        or (meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINTING) == "true",
     )
 
 
