@@ -132,7 +132,7 @@ def test_queue_and_explain_through_kubectl(
         assert "Position:      3" in text
         assert "Why: Waiting at position 3" in text
         ahead = text.split(f"Ahead of it (2, namespace {namespace} only):")[1]
-        ahead = ahead.split("Job:")[0]
+        ahead = ahead.split("Details:")[0]
         assert [f"{namespace}/{n} " in ahead for n in ("r", "x", "m")] == [False, True, True]
         assert text.index("Scheduler:") < text.index("Scheduler events") < text.index("Ahead")
         events = text.split("Scheduler events")[1].split("Ahead of it")[0]

@@ -328,7 +328,7 @@ def test_explain_text_lists_fields_the_jobs_ahead_and_events_newest_last() -> No
         "Why:",
         "Scheduler events (2, newest last):",
         "Ahead of it",
-        "Job:\n",
+        "Details:\n",
         "Other events (1, newest last):",
     ]
     assert [text.index(marker) for marker in order] == sorted(text.index(m) for m in order)

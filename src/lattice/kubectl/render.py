@@ -13,7 +13,7 @@ Contract:
 - ``explain_text``: the scheduler's view first (stage, last decision, reason, position), a
   one-line verdict from that persisted state (:func:`verdict`), the scheduler's own events
   (reasons in :data:`SCHEDULER_REASONS`), for a ``Waiting`` job with a position the jobs ahead
-  of it (the closest ``MAX_AHEAD``), the job's other fields, then every other event; each list
+  of it (the closest ``MAX_AHEAD``), the job's other details, then every other event; each list
   of events is its newest ``limit``, newest last.
 
 Pure: ``now`` is an argument.
@@ -307,7 +307,7 @@ def explain_text(
             for a in ahead[-MAX_AHEAD:]
         ]
         out += _table(_AHEAD_HEADER, shown, indent="  ") if shown else ["  <none>"]
-    out += ["", "Job:"]
+    out += ["", "Details:"]
     out += _field_lines(job, width)
     out += _events_block("Other events", others, now, limit)
     return "\n".join(out) + "\n"
