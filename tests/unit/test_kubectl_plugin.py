@@ -292,7 +292,7 @@ def test_explain_text_lists_fields_the_jobs_ahead_and_events_newest_last() -> No
         last_decision="Waiting at position 3: needs 2 units, 0 free",
     )
     ahead = [row("r1", position=1, stage="Running"), row("r2", position=2, stage="Waiting")]
-    events = [
+    events: list[Obj] = [
         {
             "type": "Normal",
             "reason": "SuccessfulCreatePod",

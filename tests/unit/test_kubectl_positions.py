@@ -9,17 +9,21 @@ microsecond, creation time, namespace/name.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lattice.kubectl import commands
 from lattice.kubectl.render import queue_document
 from lattice.kubectl.rows import JobRow, queue_order, with_positions
 from lattice.scheduler.core import schedule
 from lattice.scheduler.core.types import JobView, SchedulerConfig, Snapshot, Strategy, job_key
+from tests.unit.test_kubectl_plugin import FakeClient, trainingjob
 
 NOW = datetime(2026, 1, 10, tzinfo=UTC)
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -165,3 +169,58 @@ def test_queue_document_json_and_yaml_carry_the_rows_in_order() -> None:
     assert (late["minSize"], late["maxSize"], late["lastDecision"]) == (1, 2, None)
     assert items[0]["waitingSeconds"] is None
     assert items[1]["lastDecision"] == "Waiting at position 1"
+
+
+# --------------------------------------------------------------------------- through the reads
+
+
+def _waiting(position: int | None, queued: str) -> dict[str, object]:
+    status: dict[str, object] = {"stage": "Waiting", "queuedTime": queued}
+    if position is not None:
+        status["queuePosition"] = position
+    return status
+
+
+def _objects() -> dict[str, list[dict[str, object]]]:
+    return {
+        "trainingjobs": [
+            trainingjob("head", ns="a", status=_waiting(1, "2026-01-01T00:00:00Z")),
+            trainingjob("early", ns="b", status=_waiting(None, "2026-01-01T00:00:01Z")),
+            trainingjob("late", ns="a", status=_waiting(None, "2026-01-01T00:00:02Z")),
+        ]
+    }
+
+
+def test_queue_of_one_namespace_numbers_its_jobs_in_the_cluster_wide_order(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    client = FakeClient(_objects())
+    assert asyncio.run(commands.queue(client, namespace="a", now=NOW, output="json")) == 0
+    items = json.loads(capsys.readouterr().out)["items"]
+    # b/early is queued before a/late: a/late is third in the cluster, not second.
+    assert [(i["name"], i["position"], i["positionComputed"]) for i in items] == [
+        ("head", 1, False),
+        ("late", 3, True),
+    ]
+
+
+def test_without_the_cluster_view_only_persisted_positions_are_shown(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    client = FakeClient(_objects(), forbidden_all_namespaces=True)
+    assert asyncio.run(commands.queue(client, namespace="a", now=NOW, output="yaml")) == 0
+    captured = capsys.readouterr()
+    items = yaml.safe_load(captured.out)["items"]
+    assert [(i["name"], i["position"]) for i in items] == [("head", 1), ("late", None)]
+    assert "not numbered" in captured.err
+
+
+def test_explain_gives_a_job_past_the_persisted_ten_its_computed_position(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    client = FakeClient(_objects())
+    assert asyncio.run(commands.explain(client, job="tj/late", namespace="a", now=NOW)) == 0
+    out = capsys.readouterr().out
+    assert "Position:      3 (computed by kubectl lattice in the scheduler's order)" in out
+    assert "Ahead of it (2, all namespaces):" in out
+    assert "b/early" in out

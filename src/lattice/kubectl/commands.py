@@ -5,9 +5,10 @@ Contract:
   --raw``): the jobs of every kind (paged lists), events.k8s.io/v1 Events selected by
   ``regarding.kind``/``regarding.name`` (and kept only for the job's uid), and, quietly (an
   error means none), PriorityClasses and Trainer runtimes for the plugins' context.
-- ``queue`` numbers every waiting job (:func:`~lattice.kubectl.rows.with_positions`: persisted
-  positions, then the rest computed in the core's order) and prints a table, or with
-  ``-o json|yaml`` a document (:func:`~lattice.kubectl.render.queue_document`).
+- ``queue`` numbers every waiting job (:func:`numbered_rows`: persisted positions, then the rest
+  computed in the core's order over every namespace; only the persisted ones when listing every
+  namespace is refused) and prints a table, or with ``-o json|yaml`` a document
+  (:func:`~lattice.kubectl.render.queue_document`).
 - ``explain`` prints the scheduler's decision first, then the scheduler's own events
   (``Admitted``, ``Preempted``, ``Shrunk``...), then the jobs ahead, then every other event.
 - ``collect_rows`` skips a kind whose CRD is not installed (404) without a word; any other error
@@ -59,7 +60,7 @@ from lattice.kubectl.transport import (
 )
 from lattice.scheduler.core.types import SchedulerConfig, Strategy
 
-__all__ = ["collect_rows", "explain", "job_events", "main", "queue"]
+__all__ = ["collect_rows", "explain", "job_events", "main", "numbered_rows", "queue"]
 
 Obj = dict[str, Any]
 
@@ -130,6 +131,29 @@ async def job_events(client: Reader, row: JobRow) -> list[Obj]:
     return [dict(e) for e in sort_events(mine if row.uid else events)]
 
 
+async def numbered_rows(
+    client: Reader,
+    namespace: str | None,
+    *,
+    now: datetime,
+    config: SchedulerConfig | None,
+    warn: list[str],
+) -> list[JobRow]:
+    """The jobs of ``namespace`` (``None``: all), every waiting one numbered in the cluster-wide
+    order (:func:`with_positions` over every namespace, since one operator orders them all).
+    When listing every namespace is refused, only the persisted positions are shown: numbers
+    computed from one namespace would skip the other namespaces' jobs."""
+    if namespace is None:
+        return with_positions(await collect_rows(client, None, warn=warn), now=now, config=config)
+    refused: list[str] = []
+    everything = await collect_rows(client, None, warn=refused)
+    if not refused:
+        numbered = with_positions(everything, now=now, config=config)
+        return [r for r in numbered if r.namespace == namespace]
+    warn.append("cannot list every namespace, so waiting jobs past the first 10 are not numbered")
+    return await collect_rows(client, namespace, warn=warn)
+
+
 async def queue(
     client: Reader,
     *,
@@ -141,10 +165,10 @@ async def queue(
     """Print the queue of ``namespace`` (``None``: all namespaces) as a table, or as a
     ``json``/``yaml`` document (``output``)."""
     warn: list[str] = []
-    rows = await collect_rows(client, namespace, warn=warn)
+    rows = await numbered_rows(client, namespace, now=now, config=config, warn=warn)
     for line in warn:
         print(f"warning: {line}", file=sys.stderr)
-    ordered = queue_order(with_positions(rows, now=now, config=config))
+    ordered = queue_order(rows)
     if output:
         sys.stdout.write(queue_document(ordered, now=now, fmt=output))
         return 1 if warn and not rows else 0
@@ -191,7 +215,9 @@ async def explain(
         if same_namespace or warn:
             scope = f"namespace {namespace} only"
             others = await collect_rows(client, namespace, warn=[])
-        numbered = with_positions(others, now=now, config=config)
+        # Numbers computed from one namespace are right only when the operator orders just that
+        # one (--same-namespace says so); after a refusal, show the persisted positions only.
+        numbered = others if warn else with_positions(others, now=now, config=config)
         me = next((o for o in numbered if o.kind == row.kind and o.ref == row.ref), None)
         if me is not None and me.position is not None:
             row = replace(row, position=me.position, computed=me.computed)
