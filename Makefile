@@ -6,15 +6,22 @@ BIN := $(VENV)/bin
 CP := hack/controlplane
 export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
 
-.PHONY: venv lint unit integration test controlplane helm cluster-up cluster-down demo crds docs k8s-schema upstream-manifests check-upstream clean
+.PHONY: venv lock lint unit integration test controlplane helm cluster-up cluster-down demo crds docs k8s-schema upstream-manifests check-upstream clean
 
+# The venv installs exactly requirements-dev.lock (every file checked against its sha256), then
+# the package itself without build isolation (its build backend is in the lock too): the same
+# bytes on every machine and in CI. pip alone does it; no other tool is needed.
 venv: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements-dev.lock
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 required"'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q --disable-pip-version-check --require-hashes --no-deps -r requirements-dev.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $@
+
+# Regenerate requirements{,-build,-dev}.lock from pyproject.toml (after changing a dependency).
+lock: venv
+	hack/lock.sh
 
 lint: venv
 	$(BIN)/ruff check src tests bench hack

@@ -10,11 +10,12 @@ lattice queue -n <ns>`` prints them in that order with their sizes, stages and d
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import LATTICE, OperatorProcess, Pool, explained
+from tests.e2e.conftest import LATTICE, OperatorProcess, Pool
 from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World
 from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
@@ -78,7 +79,7 @@ def test_queue_and_explain_through_kubectl(
     pool.add(count=1, gpus=4)
     op: OperatorProcess = operator(f"--scheduling-unit={GPU}", "--resize-interval=0")
     world = World(crds_installed, namespace)
-    with explained(op):
+    try:
         world.apply(trainingjob("r", min_size=4, max_size=4, priority=5))
         world.expect({"r": 4}, what="r runs on all four GPUs")
         world.apply(trainingjob("w", min_size=2, max_size=2, priority=0))
@@ -132,7 +133,20 @@ def test_queue_and_explain_through_kubectl(
         assert "Position:      3" in text
         assert "Why: Waiting at position 3" in text
         ahead = text.split(f"Ahead of it (2, namespace {namespace} only):")[1]
-        ahead = ahead.split("Events")[0]
+        ahead = ahead.split("Details:")[0]
         assert [f"{namespace}/{n} " in ahead for n in ("r", "x", "m")] == [False, True, True]
-        events = text.split("newest last):")[1]
-        assert "Queued" in events, "the scheduler's Queued event about w is listed"
+        assert text.index("Scheduler:") < text.index("Scheduler events") < text.index("Ahead")
+        events = text.split("Scheduler events")[1].split("Ahead of it")[0]
+        assert "Queued" in events, "the scheduler's Queued event about w is listed first"
+
+        doc = json.loads(kubectl_lattice(crds_installed, "queue", "-n", namespace, "-o", "json"))
+        got = [(i["kind"], i["name"], i["position"], i["stage"]) for i in doc["items"]]
+        assert got == [
+            ("TrainingJob", "r", None, "Running"),
+            ("TrainingJob", "x", 1, "Waiting"),
+            ("MPIJob", "m", 2, "Waiting"),
+            ("TrainingJob", "w", 3, "Waiting"),
+        ]
+    except AssertionError:
+        print(op.logs())
+        raise

@@ -7,16 +7,14 @@ rule is checked without a cluster; ``tests/e2e/test_kubectl_plugin.py`` runs it 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from lattice.api import constants
+from lattice.api.constants import Resource
 from lattice.frameworks.base import OperatorContext
-from lattice.kube import NotFound
-from lattice.kube.errors import Forbidden
-from lattice.kube.resources import EVENTS
 from lattice.kubectl import commands
 from lattice.kubectl.render import QUEUE_HEADER, explain_text, queue_table, verdict
 from lattice.kubectl.rows import (
@@ -28,7 +26,7 @@ from lattice.kubectl.rows import (
     queue_order,
     resolve_kind,
 )
-from tests.support.memory_client import MemoryClient
+from lattice.kubectl.transport import Forbidden, NotFound
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 CTX = OperatorContext()
@@ -297,6 +295,12 @@ def test_explain_text_lists_fields_the_jobs_ahead_and_events_newest_last() -> No
     events: list[Obj] = [
         {
             "type": "Normal",
+            "reason": "SuccessfulCreatePod",
+            "note": "Created pod w-worker-0",
+            "eventTime": "2026-01-01T11:59:55.000000Z",
+        },
+        {
+            "type": "Normal",
             "reason": "Queued",
             "note": "Queued",
             "eventTime": "2026-01-01T11:59:00.000000Z",
@@ -317,9 +321,43 @@ def test_explain_text_lists_fields_the_jobs_ahead_and_events_newest_last() -> No
     assert "Why: Waiting at position 3: needs 2 units, 0 free" in text
     assert "Ahead of it (2, all namespaces):" in text
     assert text.index("ml/r1") < text.index("ml/r2")
-    event_lines = text.split("Events (2, newest last):\n")[1].splitlines()
+    # The scheduler's view and its own events come first, whatever the other events' times.
+    order = [
+        "Scheduler:",
+        "Last decision: Waiting at position 3",
+        "Why:",
+        "Scheduler events (2, newest last):",
+        "Ahead of it",
+        "Details:\n",
+        "Other events (1, newest last):",
+    ]
+    assert [text.index(marker) for marker in order] == sorted(text.index(m) for m in order)
+    event_lines = text.split("Scheduler events (2, newest last):\n")[1].splitlines()
     assert event_lines[1].split() == ["1m0s", "Normal", "Queued", "Queued"]
     assert event_lines[2].split()[:4] == ["10s", "(x3)", "Warning", "Preempted"]
+    other = text.split("Other events (1, newest last):\n")[1].splitlines()
+    assert other[1].split()[:3] == ["5s", "Normal", "SuccessfulCreatePod"]
+
+
+def test_explain_shows_the_newest_events_of_each_source_up_to_the_limit() -> None:
+    def event(reason: str, second: int) -> Obj:
+        return {
+            "reason": reason,
+            "note": f"{reason} {second}",
+            "eventTime": f"2026-01-01T11:58:{second:02d}Z",
+        }
+
+    scheduler = [event("Preempted", s) for s in range(10)]
+    pods = [event("SuccessfulCreatePod", s) for s in range(10, 50)]
+    text = explain_text(
+        row("w", stage="Waiting"), ahead=[], events=scheduler + pods, now=NOW, limit=5
+    )
+    assert "Scheduler events (5, 5 older not shown, newest last):" in text
+    assert "Other events (5, 35 older not shown, newest last):" in text
+    assert "Preempted 9" in text
+    assert "Preempted 4" not in text
+    assert "SuccessfulCreatePod 49" in text
+    assert "SuccessfulCreatePod 44" not in text
 
 
 def test_explain_shows_only_the_closest_jobs_ahead() -> None:
@@ -330,7 +368,8 @@ def test_explain_shows_only_the_closest_jobs_ahead() -> None:
     assert "ml/j09" not in text
     assert "ml/j10" in text
     assert "ml/j29" in text
-    assert "Events (0, newest last):\n  <none>" in text
+    assert "Scheduler events (0, newest last):\n  <none>" in text
+    assert "Other events (0, newest last):\n  <none>" in text
 
 
 def test_explain_of_a_running_job_lists_nothing_ahead() -> None:
@@ -366,22 +405,51 @@ def test_kubeconfig_paths_prefer_the_flag_then_the_environment() -> None:
 # --------------------------------------------------------------------------- reads
 
 
-def cluster_client(
-    *, missing: frozenset[str] = frozenset(), forbidden_all_namespaces: bool = False
-) -> MemoryClient:
-    """The objects of ``_cluster`` served in pages of one (to exercise the continue token);
-    kinds in ``missing`` answer 404, lists across all namespaces 403 when forbidden."""
-    client = MemoryClient(page_size=1)
-    objects = _cluster()
-    for res in (constants.TRAININGJOB, constants.MPIJOB, EVENTS):
-        client.seed(res, *objects.get(res.plural, []))
-    for plural in missing:
-        gone = NotFound(404, "NotFound", "the server could not find the requested resource")
-        client.fail("list", gone, plural=plural, times=None)
-    if forbidden_all_namespaces:
-        denied = Forbidden(403, "Forbidden", "cannot list at the cluster scope")
-        client.fail("list", denied, all_namespaces=True, times=None)
-    return client
+class FakeClient:
+    """Lists and gets from fixed objects; kinds in ``missing`` answer 404, ``forbidden`` 403."""
+
+    def __init__(
+        self,
+        objects: Mapping[str, list[Obj]],
+        *,
+        missing: frozenset[str] = frozenset(),
+        forbidden_all_namespaces: bool = False,
+    ) -> None:
+        self.objects = objects
+        self.missing = missing
+        self.forbidden_all = forbidden_all_namespaces
+        self.selectors: list[str | None] = []
+
+    async def list(
+        self,
+        res: Resource,
+        *,
+        namespace: str | None = None,
+        field_selector: str | None = None,
+        limit: int | None = None,
+        continue_token: str | None = None,
+    ) -> Obj:
+        if res.plural in self.missing:
+            raise NotFound("NotFound", "the server could not find the requested resource")
+        if self.forbidden_all and namespace is None and res.namespaced:
+            raise Forbidden("Forbidden", "cannot list at the cluster scope")
+        if res.plural == "events":
+            self.selectors.append(field_selector)
+        items = [
+            o
+            for o in self.objects.get(res.plural, [])
+            if namespace is None or o["metadata"].get("namespace") == namespace
+        ]
+        # Two pages, to exercise the continue token.
+        if continue_token is None and len(items) > 1:
+            return {"items": items[:1], "metadata": {"continue": "next"}}
+        return {"items": items[1:] if continue_token else items, "metadata": {}}
+
+    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
+        for o in self.objects.get(res.plural, []):
+            if o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace:
+                return o
+        raise NotFound("NotFound", f"{res.plural} {name!r} not found")
 
 
 def _cluster() -> dict[str, list[Obj]]:
@@ -425,7 +493,7 @@ def _cluster() -> dict[str, list[Obj]]:
 def test_queue_lists_every_installed_kind_in_order_and_skips_missing_crds(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    client = cluster_client(missing=frozenset({"mxjobs", "trainjobs"}))
+    client = FakeClient(_cluster(), missing=frozenset({"mxjobs", "trainjobs"}))
     assert asyncio.run(commands.queue(client, namespace="ml", now=NOW)) == 0
     out, err = capsys.readouterr()
     assert err == ""
@@ -435,7 +503,7 @@ def test_queue_lists_every_installed_kind_in_order_and_skips_missing_crds(
 
 
 def test_queue_warns_about_a_kind_it_may_not_list(capsys: pytest.CaptureFixture[str]) -> None:
-    client = cluster_client(forbidden_all_namespaces=True)
+    client = FakeClient(_cluster(), forbidden_all_namespaces=True)
     assert asyncio.run(commands.queue(client, namespace=None, now=NOW)) == 1
     _, err = capsys.readouterr()
     assert "warning: cannot list trainingjobs" in err
@@ -444,7 +512,7 @@ def test_queue_warns_about_a_kind_it_may_not_list(capsys: pytest.CaptureFixture[
 def test_explain_reads_the_job_the_jobs_ahead_and_its_own_events(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    client = cluster_client()
+    client = FakeClient(_cluster())
     code = asyncio.run(commands.explain(client, job="tj/w", namespace="ml", now=NOW))
     out = capsys.readouterr().out
     assert code == 0
@@ -455,20 +523,19 @@ def test_explain_reads_the_job_the_jobs_ahead_and_its_own_events(
     assert "other/elsewhere" not in out
     assert "Queued" in out
     assert "deleted job of the same name" not in out
-    selectors = {c.field_selector for c in client.calls if c.plural == "events"}
-    assert selectors == {"regarding.kind=TrainingJob,regarding.name=w"}
+    assert set(client.selectors) == {"regarding.kind=TrainingJob,regarding.name=w"}
 
 
 def test_explain_falls_back_to_the_namespace_when_the_cluster_is_forbidden(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    client = cluster_client(forbidden_all_namespaces=True)
+    client = FakeClient(_cluster(), forbidden_all_namespaces=True)
     assert asyncio.run(commands.explain(client, job="trainingjob/w", namespace="ml", now=NOW)) == 0
     assert "Ahead of it (1, namespace ml only):" in capsys.readouterr().out
 
 
 def test_explain_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    client = cluster_client()
+    client = FakeClient(_cluster())
     assert asyncio.run(commands.explain(client, job="tj/nope", namespace="ml", now=NOW)) == 1
     assert 'trainingjobs "nope" not found in namespace ml' in capsys.readouterr().err
     assert asyncio.run(commands.explain(client, job="w", namespace="ml", now=NOW)) == 2

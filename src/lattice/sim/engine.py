@@ -20,12 +20,14 @@ Contract:
   pays only the restart cost when it resumes. ``JobResult.preemptions`` counts the stops.
 - A job still unfinished when no event is left (it can never fit) is reported with
   ``finish=None``. Deterministic: the same inputs give the same result.
+- ``progress``, if given, is called with (finished, total) after each event that finishes
+  jobs; it must not change anything the run reads.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -167,6 +169,7 @@ def simulate(
     capacity: int,
     restart_cost: float = 30.0,
     timeline: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Run ``jobs`` (any order) through ``allocator``; see the module docstring."""
     pending = sorted(jobs, key=lambda j: j.submit)
@@ -203,6 +206,8 @@ def simulate(
             results[key] = r.result(t)
             allocator.finish(r.job, t)
             dirty = True
+        if dirty and progress is not None:
+            progress(len(results), len(pending))
         while i < len(pending) and pending[i].submit <= t:
             job = pending[i]
             active[job.id] = _Run(job)

@@ -8,14 +8,16 @@ Contract:
   with every rigid job opted in to preemption within its priority.
 - :func:`run_policies` returns one :class:`PolicyRun` per name, in the order given, every
   policy seeing the same :class:`~lattice.sim.trace.SimJob` list. Pure and deterministic;
-  ``wall_seconds`` is the only measured (non-deterministic) value.
+  ``wall_seconds`` is the only measured (non-deterministic) value. ``progress`` (optional)
+  hears (policy label, finished jobs, total jobs) as each simulation advances.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from lattice.scheduler.core import SchedulerConfig, Strategy
 from lattice.sim.engine import Allocator, SimResult, simulate
@@ -90,6 +92,7 @@ def run_policies(
     restart_cost: float = 30.0,
     config: SchedulerConfig | None = None,
     timeline: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[PolicyRun]:
     """Simulate every policy in ``policies`` on ``jobs`` (see the module docstring)."""
     config = config or SchedulerConfig()
@@ -118,6 +121,7 @@ def run_policies(
             capacity=capacity,
             restart_cost=restart_cost,
             timeline=timeline,
+            progress=None if progress is None else partial(progress, label),
         )
         runs.append(
             PolicyRun(

@@ -42,3 +42,9 @@ app.kubernetes.io/component: manager
 {{- define "lattice.jobNodeSelector" -}}
 {{- range $k, $v := .Values.operator.jobNodeSelector }}{{ printf "%s=%v\n" $k $v }}{{ end -}}
 {{- end -}}
+
+{{/* A list value as the comma-separated string the operator reads: a YAML list (or --set
+     'key={a,b}') is joined; a string (`a,b`, or --set 'key=a\,b') is kept as it is. */}}
+{{- define "lattice.commaList" -}}
+{{- if kindIs "slice" . -}}{{- join "," . -}}{{- else -}}{{- toString . -}}{{- end -}}
+{{- end -}}
