@@ -149,6 +149,12 @@ class Informer(Generic[T]):
     def reflectors(self) -> tuple[Reflector, ...]:
         return tuple(self._reflectors)
 
+    @property
+    def failing_since(self) -> float | None:
+        """The earliest ``failing_since`` of its scopes; None while every scope is healthy."""
+        times = [r.failing_since for r in self._reflectors if r.failing_since is not None]
+        return min(times) if times else None
+
     # --- handlers ------------------------------------------------------------------------------
 
     def add_handler(self, handler: Handler[T], *, replay: bool = True) -> Callable[[], None]:
@@ -371,6 +377,22 @@ class InformerFactory:
     @property
     def has_synced(self) -> bool:
         return all(i.has_synced for i in self._informers.values())
+
+    def failing(self, *, longer_than: float) -> list[str]:
+        """One line per scope whose list/watch has been failing for more than ``longer_than``
+        seconds: the informer, the namespace, for how long, and the last error."""
+        now = self._clock.monotonic()
+        out: list[str] = []
+        for informer in self._informers.values():
+            for reflector in informer.reflectors:
+                since = reflector.failing_since
+                if since is not None and now - since > longer_than:
+                    scope = f" in {reflector.namespace}" if reflector.namespace else ""
+                    out.append(
+                        f"{informer.name}{scope}: failing for {now - since:.0f}s: "
+                        f"{reflector.last_error}"
+                    )
+        return out
 
     def _start_one(self, key: tuple[Any, ...], informer: Informer[Any]) -> None:
         self._tasks[key] = asyncio.get_running_loop().create_task(
