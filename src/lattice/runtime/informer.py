@@ -149,12 +149,6 @@ class Informer(Generic[T]):
     def reflectors(self) -> tuple[Reflector, ...]:
         return tuple(self._reflectors)
 
-    @property
-    def failing_since(self) -> float | None:
-        """The earliest ``failing_since`` of its scopes; None while every scope is healthy."""
-        times = [r.failing_since for r in self._reflectors if r.failing_since is not None]
-        return min(times) if times else None
-
     # --- handlers ------------------------------------------------------------------------------
 
     def add_handler(self, handler: Handler[T], *, replay: bool = True) -> Callable[[], None]:
