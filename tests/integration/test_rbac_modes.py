@@ -6,7 +6,7 @@ operator ServiceAccount's effective grants are computed from the bindings that n
 (API group, resource, verb, scope) with scope ``cluster``, ``operator namespace`` or ``watched
 namespaces``, and compared, both ways, with the tables of docs/operations.md ("Blast radius of
 each install mode"). Needs the kubectl and helm that ``hack/controlplane/build.sh`` builds, not a
-running cluster.
+running cluster, except the server dry run of the namespaced mode.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.cluster import CONTROLPLANE, REPO
+from tests.support.cluster import CONTROLPLANE, REPO, Cluster
 
 DEPLOY = REPO / "deploy"
 CHART = DEPLOY / "helm" / "lattice-operator"
@@ -191,3 +191,24 @@ def test_one_grant_more_or_less_is_caught() -> None:
 def test_the_namespaced_mode_has_no_cluster_wide_read_of_namespaced_objects() -> None:
     cluster_rows = {r for _, r, _, scope in documented("namespaced") if scope == "cluster"}
     assert cluster_rows == {"nodes", "priorityclasses", "clustertrainingruntimes"}
+
+
+def test_the_namespaced_mode_applies_with_a_server_dry_run(tool: Render, cluster: Cluster) -> None:
+    """Both renderings of the namespaced mode are valid objects for a real apiserver."""
+    cluster.kubectl("apply", "-f", str(DEPLOY / "manager" / "namespace.yaml"))
+    for name in ("team-a", "team-b"):
+        if not cluster.exists("namespace", name):
+            cluster.kubectl("create", "namespace", name)
+    for source in ("kustomize", "helm"):
+        docs = rendered(tool, "namespaced", source)
+        proc = subprocess.run(
+            ["kubectl", "apply", "--dry-run=server", "-f", "-"],
+            input="\n---\n".join(yaml.safe_dump(d) for d in docs),
+            capture_output=True,
+            text=True,
+            env=cluster.env,
+            timeout=60,
+            check=False,
+        )
+        assert proc.returncode == 0, f"{source}: {proc.stderr}"
+        assert "role.rbac.authorization.k8s.io/lattice-operator" in proc.stdout, proc.stdout
