@@ -35,7 +35,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from lattice.clock import Clock, RealClock
 from lattice.kube.errors import ApiError, ServerError, error_from_response
-from lattice.kube.impersonation import Impersonation, impersonation_of
+from lattice.kube.impersonation import Impersonation, loader_impersonation
 from lattice.kube.resources import Resource
 
 __all__ = ["KubeClient", "PatchType", "RequestObserver", "RestClient", "WatchEvent", "connect"]
@@ -430,7 +430,7 @@ async def connect(
         loader.load_and_set(cfg)
     impersonation = None
     if not use_in_cluster:
-        impersonation = _impersonation(
+        impersonation = loader_impersonation(
             await k8s_config.load_kube_config(
                 config_file=kubeconfig, context=context, client_configuration=cfg
             )
@@ -442,24 +442,12 @@ async def connect(
     read_environment_once(api.rest_client, str(cfg.host))
     client = RestClient(api, qps=qps, burst=burst, clock=clock, observer=observer)
     if impersonation is not None:
-        # The session's default headers go out with every request; a header may repeat
-        # (one Impersonate-Group per group), which per-request header dicts cannot express.
+        # Session headers go out on every request, and may repeat (one per group).
         session_headers = api.rest_client.pool_manager.headers
         for name, value in impersonation.headers():
             session_headers.add(name, value)
         client.impersonation = impersonation
     return client
-
-
-def _impersonation(loader: Any) -> Impersonation | None:
-    """The active kubeconfig user's impersonation (kubernetes_asyncio reads but ignores it)."""
-    user = getattr(loader, "_user", None)
-    context = getattr(loader, "_current_context", None)
-    name = ""
-    if context is not None:
-        name = str((getattr(context, "value", None) or {}).get("context", {}).get("user") or "")
-    value = getattr(user, "value", user)
-    return impersonation_of(value if isinstance(value, Mapping) else None, user_name=name)
 
 
 def env_proxy(url: str) -> tuple[str, dict[str, str]] | None:

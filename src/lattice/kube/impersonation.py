@@ -28,7 +28,13 @@ from lattice.kube.resources import SELF_SUBJECT_REVIEWS
 if TYPE_CHECKING:
     from lattice.kube.client import KubeClient
 
-__all__ = ["Impersonation", "KubeconfigError", "impersonation_of", "who_am_i"]
+__all__ = [
+    "Impersonation",
+    "KubeconfigError",
+    "impersonation_of",
+    "loader_impersonation",
+    "who_am_i",
+]
 
 # RFC 7230 token characters, minus '%' (which escapes the others): client-go legalHeaderKeyBytes.
 _LEGAL_KEY = frozenset(
@@ -106,6 +112,18 @@ def impersonation_of(
             )
         return None
     return Impersonation(user=as_user, uid=uid, groups=groups, extra=extra)
+
+
+def loader_impersonation(loader: Any) -> Impersonation | None:
+    """The impersonation of the active user of a kubernetes_asyncio ``KubeConfigLoader`` (which
+    reads the user's fields but ignores these)."""
+    user = getattr(loader, "_user", None)
+    context = getattr(loader, "_current_context", None)
+    name = ""
+    if context is not None:
+        name = str((getattr(context, "value", None) or {}).get("context", {}).get("user") or "")
+    value = getattr(user, "value", user)
+    return impersonation_of(value if isinstance(value, Mapping) else None, user_name=name)
 
 
 async def who_am_i(client: KubeClient) -> dict[str, Any] | None:
