@@ -10,10 +10,14 @@ It wires, in this order:
    ``ObjectInfo``, selected by our label), and our ConfigMaps, Secrets and batch Jobs (raw
    without ``managedFields``; plugins read their contents);
 3. the probes and metrics server, served by every replica; ``/readyz`` turns 200 once every
-   informer has synced;
+   informer has synced, and 503 again while a list/watch fails for longer than
+   ``--watch-failure-timeout``;
 4. leader election (optional): only the leader runs controllers and the scheduler;
 5. graceful shutdown on SIGTERM/SIGINT: stop taking work, drain in-flight reconciles within
    ``shutdown_timeout``, release the lease, exit 0.
+
+With ``--namespaces`` every namespaced list/watch is per namespace (nothing needs cluster-wide
+rights but Nodes, PriorityClasses and ClusterTrainingRuntimes: ``deploy/namespaced``).
 
 Per-kind reconcilers and the scheduler loop register through ``Operator.add_runnable``.
 """
@@ -38,6 +42,7 @@ from lattice.frameworks.base import MANAGED_LABEL, JobPlugin, ReadsRuntimes
 from lattice.frameworks.registry import PLUGINS
 from lattice.kube import KubeClient, Resource
 from lattice.kube.client import connect
+from lattice.kube.impersonation import KubeconfigError, who_am_i
 from lattice.kube.resources import (
     BATCH_JOBS,
     CONFIGMAPS,
@@ -151,6 +156,7 @@ class Operator:
         self.foreign_pods = self.informers.informer(
             PODS,
             transform=foreign_pod_usage,
+            namespaces=ns,
             label_selector=f"!{MANAGED_LABEL}",
             field_selector=FOREIGN_POD_FIELD_SELECTOR,
         )
@@ -294,7 +300,12 @@ class Operator:
 
     @property
     def ready(self) -> bool:
-        return self.informers.has_synced
+        return not self.unready()
+
+    def unready(self) -> list[str]:
+        """Why ``/readyz`` answers 503: caches not synced, or watches failing too long."""
+        reasons = [f"{i.name}: not synced" for i in self.informers.informers if not i.has_synced]
+        return reasons + self.informers.failing(longer_than=self.settings.watch_failure_timeout)
 
     async def _lead(self) -> None:
         log.info("operator.leading", runnables=[n for n, _ in self._runnables])
@@ -322,7 +333,7 @@ class Operator:
         s = self.settings
         server = ProbeServer(
             registry=self.metrics.registry,
-            ready=lambda: self.ready,
+            unready=self.unready,
             clock=self.clock,
             metrics_addr=s.metrics_addr,
             probe_addr=s.probe_addr,
@@ -331,6 +342,8 @@ class Operator:
         log.info("operator.serving", addresses=server.bound, kinds=list(s.enabled_kinds))
         self.informers.start()
         code = 0
+        # A standby exports 0, and a process without leader election leads from the start.
+        self.metrics.leader.labels(s.leader_election_id).set(0 if s.leader_elect else 1)
         try:
             if s.leader_elect:
                 identity = s.pod_name or f"{socket.gethostname()}_{os.getpid()}"
@@ -388,15 +401,26 @@ async def run(settings: Settings) -> int:
             if metrics_holder:
                 metrics_holder[0].throttled(verb=verb, seconds=seconds)
 
-    client = await connect(
-        kubeconfig=settings.kubeconfig,
-        context=settings.context,
-        token_path=os.path.join(settings.service_account_dir, "token"),
-        ca_path=os.path.join(settings.service_account_dir, "ca.crt"),
-        qps=settings.qps,
-        burst=settings.burst,
-        clock=clock,
-        observer=_Observer(),
+    try:
+        client = await connect(
+            kubeconfig=settings.kubeconfig,
+            context=settings.context,
+            token_path=os.path.join(settings.service_account_dir, "token"),
+            ca_path=os.path.join(settings.service_account_dir, "ca.crt"),
+            qps=settings.qps,
+            burst=settings.burst,
+            clock=clock,
+            observer=_Observer(),
+        )
+    except KubeconfigError as exc:
+        log.error("operator.bad_kubeconfig", error=str(exc))
+        return 2
+    identity = await who_am_i(client)
+    log.info(
+        "operator.identity",
+        user=(identity or {}).get("username", "<unknown>"),
+        groups=(identity or {}).get("groups", []),
+        impersonating=client.impersonation.user if client.impersonation else None,
     )
     op = Operator(settings, client, clock=clock, events_client=client.with_own_limit())
     metrics_holder.append(op.metrics)

@@ -68,6 +68,11 @@ class Settings(BaseModel):
     renew_deadline: float = Field(10.0, gt=0, description="leader renew deadline")
     retry_period: float = Field(2.0, gt=0, description="leader election retry period")
     shutdown_timeout: float = Field(20.0, gt=0, description="bound on draining reconciles")
+    watch_failure_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="/readyz answers 503 once a list/watch has been failing this long",
+    )
     pod_name: str = Field("", description="this pod's name (leader identity, event source)")
     pod_namespace: str = Field("", description="this pod's namespace")
     # --- scheduling (seed names kept)
@@ -152,6 +157,7 @@ FIELDS: tuple[SettingDoc, ...] = (
     _doc("renew_deadline", "LATTICE_RENEW_DEADLINE"),
     _doc("retry_period", "LATTICE_RETRY_PERIOD"),
     _doc("shutdown_timeout", "LATTICE_SHUTDOWN_TIMEOUT"),
+    _doc("watch_failure_timeout", "LATTICE_WATCH_FAILURE_TIMEOUT"),
     _doc("service_account_dir", "LATTICE_SERVICE_ACCOUNT_DIR"),
     _doc("pod_name", "POD_NAME"),
     _doc("pod_namespace", "POD_NAMESPACE"),
@@ -206,6 +212,7 @@ _DURATIONS = {
     "renew_deadline",
     "retry_period",
     "shutdown_timeout",
+    "watch_failure_timeout",
     "resize_interval",
     "pending_timeout",
     "cooldown_base",

@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,12 +241,15 @@ class MemoryClient:
         timeout_seconds: int,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         del timeout_seconds  # streams end on end_watches(), not on a timer
         self._request("watch", res, "", namespace, selectors=(label_selector, field_selector))
         since = int(resource_version or 0)
         if since < self._compacted:
             raise Gone(410, "Expired", f"too old resource version: {since} ({self._compacted})")
+        if on_open is not None:
+            on_open()
         epoch = self._epoch
         while True:
             for rv, plural, etype, obj in list(self._log):

@@ -42,6 +42,7 @@ MAPPED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "operator.cooldownBase": ("cooldown_base", parse_seconds),
     "operator.cooldownMax": ("cooldown_max", parse_seconds),
     "operator.resizeInterval": ("resize_interval", parse_seconds),
+    "operator.watchFailureTimeout": ("watch_failure_timeout", parse_seconds),
     "operator.slowdownLimit": ("slowdown_limit", float),
     "operator.rendezvous.backend": ("rdzv_backend", str),
     "operator.rendezvous.endpoint": ("rdzv_service_endpoint", str),

@@ -16,6 +16,7 @@ __all__ = [
     "PODS",
     "PRIORITY_CLASSES",
     "SECRETS",
+    "SELF_SUBJECT_REVIEWS",
     "SERVICES",
     "Resource",
 ]
@@ -39,4 +40,7 @@ CRDS = Resource(
     "customresourcedefinitions",
     "CustomResourceDefinition",
     namespaced=False,
+)
+SELF_SUBJECT_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False
 )

@@ -13,7 +13,7 @@ import asyncio
 import itertools
 import random
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -245,8 +245,11 @@ class KubeClientStub(MemoryClient):
         timeout_seconds: int,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         del res, namespace, resource_version, timeout_seconds, label_selector, field_selector
+        if on_open is not None:
+            on_open()
         self.watching.set()
         await asyncio.Event().wait()
         yield WatchEvent("BOOKMARK", {})  # never reached
