@@ -182,20 +182,32 @@ def _promotion_change(s: JobState, *, now: datetime, config: SchedulerConfig) ->
             band=s.band, queued_time=queued, attained=s.attained, units=full, config=config
         )
     ratio = held / full if full > 0 else 0.0
+    # Service accrues only from the service clock on: one ahead of now (an operator clock
+    # behind the one that wrote it) holds the service still until then.
+    frozen = max(0.0, micros(s.updated - now) / 1_000_000) if s.updated is not None else 0.0
     since = s.since
     if since is None:  # older status: the waiting rule with service accruing
         f0 = micros(now - queued) / 1_000_000 - k * service
         slope = 1.0 - k * ratio
-        if (f0 >= 0) == (slope >= 0) or slope == 0:
-            return None
-        seconds = -f0 / slope
+        if f0 < 0 and -f0 <= frozen:
+            seconds = -f0  # crosses while the service is still: the wait alone grows
+        else:
+            f1 = f0 + frozen
+            if (f1 >= 0) == (slope >= 0) or slope == 0:
+                return None
+            seconds = frozen - f1 / slope
     else:
         credit = micros(since - queued) + k * micros(now - since)
-        gap = k * service * 1_000_000 - credit
+        gap = (k * service * 1_000_000 - credit) / 1_000_000
         slope = k * (1.0 - ratio)
-        if gap <= 0 or slope <= 0:
+        if gap <= 0:
             return None
-        seconds = gap / slope / 1_000_000
+        if k > 0 and gap <= k * frozen:
+            seconds = gap / k
+        elif slope <= 0:
+            return None
+        else:
+            seconds = frozen + (gap - k * frozen) / slope
     try:
         return now + timedelta(microseconds=max(1, math.floor(seconds * 1_000_000)))
     except OverflowError:

@@ -118,7 +118,9 @@ def grow_one(
         target = v.max_size
     else:
         target = max(v.min_size, min(s.held, v.max_size))
-        deferred = target < v.max_size
+        deferred = True
+    # What the job could reach in this call were it not for the interval.
+    reachable = v.max_size if up_to is None else min(v.max_size, up_to)
     if up_to is not None:
         target = min(target, up_to)
     size = s.size
@@ -128,5 +130,11 @@ def grow_one(
         else:
             size = target
     s.size = size
-    # Growth held back only by the interval: settle() turns this into a wakeup.
-    s.growth_deferred = deferred and size == target and free.fits_one(v.replica_units)
+    # Growth held back only by the interval: settle() turns this into a wakeup. Sticky across
+    # the two calls for a promoted job: its early growth (at admission, up to its cap) comes
+    # before later jobs' minimums, so if the interval alone held it back while a replica fitted,
+    # the next pass after the interval grows it even where the common growth step found
+    # nothing free.
+    s.growth_deferred = s.growth_deferred or (
+        deferred and size == target < reachable and free.fits_one(v.replica_units)
+    )
