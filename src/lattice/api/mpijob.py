@@ -31,7 +31,7 @@ from lattice.api.common import (
     managed_by_rules,
 )
 from lattice.api.constants import MANAGED_BY_MPI_OPERATOR, REPLICA_LAUNCHER, REPLICA_WORKER
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule
 
 __all__ = [
     "LauncherCreationPolicy",
@@ -41,8 +41,6 @@ __all__ = [
     "MPIRunPolicy",
     "mpijob_root_rules",
 ]
-
-_RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 
 class MPIImplementation(StrEnum):
@@ -155,11 +153,9 @@ def mpijob_root_rules() -> list[JsonDict]:
         f"{workers}.replicas > 1) ? {workers}.replicas - 1 : 0"
     )
     return [
-        cel_rule(
-            f"self.metadata.name.matches('{_RFC1035}')",
+        dns1035_name_rule(
             "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter): it names the worker pods",
-            field_path=".metadata.name",
         ),
         cel_rule(
             "!has(self.spec) || !has(self.spec.mpiReplicaSpecs) || "

@@ -33,7 +33,7 @@ from lattice.api.base import (
 )
 from lattice.api.common import ConditionStatus, SchedulingStatus
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE, MANAGED_BY_TRAINJOB_CONTROLLER
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule
 from lattice.api.trainjob_overrides import (
     ContainerOverride,
     PodSchedulingGate,
@@ -68,7 +68,6 @@ __all__ = [
     "trainjob_root_rules",
 ]
 
-_RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _URI = "^[A-Za-z][A-Za-z0-9+.-]*://.+$"
 
 
@@ -346,10 +345,8 @@ class TrainJobStatus(K8sModel):
 def trainjob_root_rules() -> list[JsonDict]:
     """Root-level rules on the name (Trainer HEAD): the JobSet and pod hostnames derive from it."""
     return [
-        cel_rule(
-            f"self.metadata.name.matches('{_RFC1035}')",
+        dns1035_name_rule(
             "metadata.name must match RFC 1035 DNS label format",
-            field_path=".metadata.name",
         ),
         cel_rule(
             "size(self.metadata.name) <= 63",
