@@ -26,8 +26,6 @@ from lattice.api.conditions import set_condition
 from lattice.frameworks.base import JobPlugin, PodView, Progress, RendersStatus
 from lattice.frameworks.failures import is_disrupted
 from lattice.primitives import paths
-from lattice.primitives.times import format_time as fmt
-from lattice.primitives.times import parse_opt_time
 from lattice.runtime.events import ObjectRef
 
 __all__ = [
@@ -39,9 +37,7 @@ __all__ = [
     "condition_true",
     "conditions_of",
     "controller_ref",
-    "fmt",
     "get_path",
-    "parse_opt_time",
     "put_condition",
     "reconcile_signature",
     "replica_statuses",

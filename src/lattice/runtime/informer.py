@@ -46,8 +46,9 @@ import structlog
 from lattice.clock import Clock, RealClock
 from lattice.kube.client import KubeClient
 from lattice.kube.resources import Resource
+from lattice.primitives.keys import object_key
 from lattice.runtime.reflector import InformerMetrics, NullInformerMetrics, Reflector, Synced
-from lattice.runtime.store import IndexFn, Store, object_key
+from lattice.runtime.store import IndexFn, Store
 
 __all__ = ["Handler", "Informer", "InformerFactory", "Transform"]
 
