@@ -13,19 +13,7 @@ RFC 3339 times).
 from __future__ import annotations
 
 from lattice.api import conditions as _conditions
-from lattice.api.base import (
-    IntOrString,
-    K8sModel,
-    MicroTime,
-    Object,
-    ObjectMeta,
-    PodTemplate,
-    Time,
-    format_micro_time,
-    format_time,
-    normalize_time,
-    parse_time,
-)
+from lattice.api.base import IntOrString, K8sModel, MicroTime, Object, ObjectMeta, PodTemplate, Time
 from lattice.api.common import (
     CleanPodPolicy,
     ConditionStatus,
@@ -58,6 +46,7 @@ from lattice.api.trainingjob import (
     TrainingJobStatus,
 )
 from lattice.api.trainjob import Condition, RuntimeRef, TrainJob, TrainJobSpec, TrainJobStatus
+from lattice.primitives.times import format_micro_time, format_time, normalize_time, parse_time
 
 __all__ = [
     "ALL_RESOURCES",

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from lattice.api.base import normalize_time
 from lattice.api.common import ConditionStatus, JobCondition, JobConditionType
 from lattice.api.trainjob import Condition
+from lattice.primitives.times import normalize_time
 
 __all__ = [
     "get_condition",

@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from lattice.api.base import normalize_time
 from lattice.clock import Clock
 from lattice.controllers.children import ChildSync
 from lattice.controllers.conditions import (
@@ -76,7 +75,7 @@ from lattice.frameworks.base import (
 )
 from lattice.kube import KubeClient
 from lattice.kube.resources import Resource
-from lattice.primitives.times import format_time, parse_opt_time
+from lattice.primitives.times import format_time, normalize_time, parse_opt_time
 from lattice.runtime.controller import Result
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
