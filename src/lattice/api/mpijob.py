@@ -120,18 +120,17 @@ class MPIJobSpec(K8sModel):
     @model_validator(mode="after")
     def _default_replicas(self) -> Self:
         """Operator-side defaults that depend on the replica type (mpi-operator default.go)."""
-        launcher = self.mpi_replica_specs.get(REPLICA_LAUNCHER)
-        if launcher is not None:
-            if launcher.replicas is None:
-                launcher.replicas = 1
-            if launcher.restart_policy is None:
-                launcher.restart_policy = RestartPolicy.ON_FAILURE
-        worker = self.mpi_replica_specs.get(REPLICA_WORKER)
-        if worker is not None:
-            if worker.replicas is None:
-                worker.replicas = 0
-            if worker.restart_policy is None:
-                worker.restart_policy = RestartPolicy.NEVER
+        for replica_type, replicas, restart_policy in (
+            (REPLICA_LAUNCHER, 1, RestartPolicy.ON_FAILURE),
+            (REPLICA_WORKER, 0, RestartPolicy.NEVER),
+        ):
+            spec = self.mpi_replica_specs.get(replica_type)
+            if spec is None:
+                continue
+            if spec.replicas is None:
+                spec.replicas = replicas
+            if spec.restart_policy is None:
+                spec.restart_policy = restart_policy
         return self
 
     @property

@@ -33,6 +33,7 @@ __all__ = [
     "canonical",
     "cel_rule",
     "dns1035_name_rule",
+    "list_map",
     "structural_schema",
     "structural_violations",
 ]
@@ -97,6 +98,11 @@ def cel_rule(
     if reason is not None:
         entry["reason"] = reason
     return entry
+
+
+def list_map(key: str) -> JsonDict:
+    """The schema markers of a list that is a map keyed by ``key`` (``+listType=map``)."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]}
 
 
 RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"

@@ -33,7 +33,7 @@ from lattice.api.base import (
 )
 from lattice.api.common import ConditionStatus, SchedulingStatus
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE, MANAGED_BY_TRAINJOB_CONTROLLER
-from lattice.api.schema import cel_rule, dns1035_name_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule, list_map
 from lattice.api.trainjob_overrides import (
     ContainerOverride,
     PodSchedulingGate,
@@ -79,7 +79,7 @@ def _env() -> Any:
     return Field(
         None,
         max_length=128,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        json_schema_extra=list_map("name"),
     )
 
 
@@ -201,10 +201,7 @@ class TrainJobSpec(K8sModel):
     runtime_patches: list[RuntimePatch] | None = Field(
         None,
         max_length=16,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["manager"],
-        },
+        json_schema_extra=list_map("manager"),
     )
     """Patches of the runtime's JobSet template, one entry per manager, applied in order
     (Trainer v2.2+)."""
@@ -321,19 +318,13 @@ class TrainJobStatus(K8sModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=8,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["type"],
-        },
+        json_schema_extra=list_map("type"),
     )
     """Current conditions."""
     jobs_status: list[JobsStatus] = Field(
         default_factory=list,
         max_length=100,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["name"],
-        },
+        json_schema_extra=list_map("name"),
     )
     """Child Job counts per replicatedJob."""
     trainer_status: TrainerStatus | None = None
