@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from lattice.api.common import ConditionStatus, JobCondition
-from lattice.api.conditions import set_condition
+from lattice.api.conditions import parse_conditions, set_condition
 from lattice.frameworks.base import JobPlugin, PodView, Progress, RendersStatus
 from lattice.frameworks.failures import is_disrupted
 from lattice.primitives import paths
@@ -100,13 +100,7 @@ def with_path(status: Obj, path: Sequence[str], value: Obj) -> Obj:
 
 def conditions_of(block: Mapping[str, Any]) -> list[JobCondition]:
     """The Kubeflow conditions of an exec-status block, parsed (bad entries are skipped)."""
-    out: list[JobCondition] = []
-    for raw in block.get("conditions") or ():
-        try:
-            out.append(JobCondition.model_validate(raw))
-        except ValueError:
-            continue
-    return out
+    return parse_conditions(JobCondition, block)
 
 
 def condition_true(block: Mapping[str, Any], type: str) -> bool:
