@@ -502,8 +502,8 @@ def mix_status(
     (path, merge-patch fields), in order: the scheduler admits it (stage, size, times, decision),
     the reconciler marks it Created with its replica counts (no pod observed yet) and start
     time, then Running; each further write is the scheduler's attained-service bookkeeping."""
-    from lattice.api.base import format_time
     from lattice.controllers.jobstatus import put_condition, replica_statuses
+    from lattice.primitives.times import format_time
     from lattice.scheduler.core.events import Admitted
 
     kind, ns, name = plugin.resource.kind, meta["namespace"], meta["name"]

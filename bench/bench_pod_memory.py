@@ -29,8 +29,9 @@ import uuid
 from typing import Any
 
 from lattice.clock import RealClock
+from lattice.primitives.keys import object_key
 from lattice.runtime.projections import POD_INDEXES, pod_info, strip_managed_fields
-from lattice.runtime.store import Store, object_key
+from lattice.runtime.store import Store
 
 Obj = dict[str, Any]
 NAMESPACES = 20

@@ -12,19 +12,8 @@ RFC 3339 times).
 
 from __future__ import annotations
 
-from lattice.api.base import (
-    IntOrString,
-    K8sModel,
-    MicroTime,
-    Object,
-    ObjectMeta,
-    PodTemplate,
-    Time,
-    format_micro_time,
-    format_time,
-    normalize_time,
-    parse_time,
-)
+from lattice.api import conditions as _conditions
+from lattice.api.base import IntOrString, K8sModel, MicroTime, Object, ObjectMeta, PodTemplate, Time
 from lattice.api.common import (
     CleanPodPolicy,
     ConditionStatus,
@@ -40,17 +29,7 @@ from lattice.api.common import (
     SchedulingStatus,
     Stage,
 )
-from lattice.api.conditions import (
-    get_condition,
-    is_failed,
-    is_finished,
-    is_running,
-    is_succeeded,
-    is_suspended,
-    new_reason,
-    set_condition,
-    set_status_condition,
-)
+from lattice.api.conditions import *  # noqa: F403 (re-exported through __all__ below)
 from lattice.api.constants import ALL_RESOURCES, Resource
 from lattice.api.mpijob import LauncherCreationPolicy, MPIImplementation, MPIJob, MPIJobSpec
 from lattice.api.mxjob import JobMode, MXJob, MXJobSpec, MXReplicaSpec
@@ -67,6 +46,7 @@ from lattice.api.trainingjob import (
     TrainingJobStatus,
 )
 from lattice.api.trainjob import Condition, RuntimeRef, TrainJob, TrainJobSpec, TrainJobStatus
+from lattice.primitives.times import format_micro_time, format_time, normalize_time, parse_time
 
 __all__ = [
     "ALL_RESOURCES",
@@ -114,15 +94,7 @@ __all__ = [
     "TrainingRuntimeSpec",
     "format_micro_time",
     "format_time",
-    "get_condition",
-    "is_failed",
-    "is_finished",
-    "is_running",
-    "is_succeeded",
-    "is_suspended",
-    "new_reason",
     "normalize_time",
     "parse_time",
-    "set_condition",
-    "set_status_condition",
 ]
+__all__ += _conditions.__all__

@@ -9,9 +9,8 @@ Contract:
   precision, serialised (JSON mode) as ``2026-01-01T00:00:00Z``. ``MicroTime`` is a
   ``metav1.MicroTime``: the same at microsecond precision, ``2026-01-01T00:00:00.000000Z``; the
   scheduler's time keys use it, so that arrivals within one second keep their order.
-  Both are built on ``lattice.primitives.times`` (re-exported here: ``format_time``,
-  ``format_micro_time``, ``parse_time``, ``normalize_time``, ``normalize_micro_time``), the one
-  place that formats and parses Kubernetes timestamps.
+  Both are built on ``lattice.primitives.times``, the one place that formats and parses
+  Kubernetes timestamps (``lattice.api`` re-exports its functions).
 - ``IntOrString`` and ``Object`` carry the JSON schema the CRD generator needs
   (``x-kubernetes-int-or-string``, ``x-kubernetes-preserve-unknown-fields``). ``K8sSchema(name)``
   marks a plain-``dict`` field as a Kubernetes built-in type whose full schema comes from the
@@ -45,7 +44,6 @@ from lattice.primitives.times import (
     format_time,
     normalize_micro_time,
     normalize_time,
-    parse_time,
 )
 
 __all__ = [
@@ -72,11 +70,6 @@ __all__ = [
     "Toleration",
     "Volume",
     "VolumeMount",
-    "format_micro_time",
-    "format_time",
-    "normalize_micro_time",
-    "normalize_time",
-    "parse_time",
 ]
 
 

@@ -18,7 +18,7 @@ from pydantic.config import JsonValue
 
 from lattice.api.base import IntOrString, K8sModel, MicroTime, Object, PodTemplate, Time
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, list_map
 
 __all__ = [
     "CONTAINERS_MESSAGE",
@@ -203,10 +203,7 @@ class JobStatus(K8sModel):
 
     conditions: list[JobCondition] = Field(
         default_factory=list,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["type"],
-        },
+        json_schema_extra=list_map("type"),
     )
     """Current conditions, the most recently changed last."""
     replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)

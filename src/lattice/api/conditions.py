@@ -20,12 +20,15 @@ Inputs are never mutated; the functions return new lists. Time is an argument (n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any, TypeVar
 
-from lattice.api.base import normalize_time
+from pydantic import BaseModel
+
 from lattice.api.common import ConditionStatus, JobCondition, JobConditionType
 from lattice.api.trainjob import Condition
+from lattice.primitives.times import normalize_time
 
 __all__ = [
     "get_condition",
@@ -36,9 +39,24 @@ __all__ = [
     "is_succeeded",
     "is_suspended",
     "new_reason",
+    "parse_conditions",
     "set_condition",
     "set_status_condition",
 ]
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_conditions(model: type[M], block: Mapping[str, Any]) -> list[M]:
+    """``block["conditions"]`` parsed as ``model`` values; entries that do not parse are skipped."""
+    out: list[M] = []
+    for raw in block.get("conditions") or ():
+        try:
+            out.append(model.model_validate(raw))
+        except ValueError:
+            continue
+    return out
 
 
 def new_reason(kind: str, reason: str) -> str:

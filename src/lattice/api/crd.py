@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,6 +109,38 @@ _KUBEFLOW_COLUMNS = (
     _AGE,
 )
 
+
+_Models = tuple[type[BaseModel], type[BaseModel], type[BaseModel] | None]
+
+
+def _descriptor(
+    resource: Resource,
+    *,
+    models: _Models,
+    short_name: str = "",
+    root_rules: Iterable[JsonDict] = (),
+) -> CRDDescriptor:
+    """A kind whose singular name is its lowercased kind; a status model means Kubeflow columns."""
+    kind_model, spec_model, status_model = models
+    return CRDDescriptor(
+        resource=resource,
+        singular=resource.kind.lower(),
+        kind_model=kind_model,
+        spec_model=spec_model,
+        status_model=status_model,
+        short_names=(short_name,) if short_name else (),
+        printer_columns=_KUBEFLOW_COLUMNS if status_model is not None else (),
+        root_rules=tuple(root_rules),
+    )
+
+
+# (resource, (kind, spec, status) models, short name, root rules) of the Kubeflow-style jobs
+_KUBEFLOW_JOBS: tuple[tuple[Resource, _Models, str, list[JsonDict]], ...] = (
+    (MPIJOB, (MPIJob, MPIJobSpec, KubeflowJobStatus), "mpij", mpijob_root_rules()),
+    (MXJOB, (MXJob, MXJobSpec, KubeflowJobStatus), "mxj", mxjob_root_rules()),
+    (TRAINJOB, (TrainJob, TrainJobSpec, TrainJobStatus), "tjob", trainjob_root_rules()),
+)
+
 DESCRIPTORS: tuple[CRDDescriptor, ...] = (
     CRDDescriptor(
         resource=TRAININGJOB,
@@ -129,49 +161,13 @@ DESCRIPTORS: tuple[CRDDescriptor, ...] = (
             _AGE,
         ),
     ),
-    CRDDescriptor(
-        resource=MPIJOB,
-        singular="mpijob",
-        kind_model=MPIJob,
-        spec_model=MPIJobSpec,
-        status_model=KubeflowJobStatus,
-        short_names=("mpij",),
-        printer_columns=_KUBEFLOW_COLUMNS,
-        root_rules=tuple(mpijob_root_rules()),
+    *(
+        _descriptor(res, models=models, short_name=short, root_rules=rules)
+        for res, models, short, rules in _KUBEFLOW_JOBS
     ),
-    CRDDescriptor(
-        resource=MXJOB,
-        singular="mxjob",
-        kind_model=MXJob,
-        spec_model=MXJobSpec,
-        status_model=KubeflowJobStatus,
-        short_names=("mxj",),
-        printer_columns=_KUBEFLOW_COLUMNS,
-        root_rules=tuple(mxjob_root_rules()),
-    ),
-    CRDDescriptor(
-        resource=TRAINJOB,
-        singular="trainjob",
-        kind_model=TrainJob,
-        spec_model=TrainJobSpec,
-        status_model=TrainJobStatus,
-        short_names=("tjob",),
-        printer_columns=_KUBEFLOW_COLUMNS,
-        root_rules=tuple(trainjob_root_rules()),
-    ),
-    CRDDescriptor(
-        resource=TRAINING_RUNTIME,
-        singular="trainingruntime",
-        kind_model=TrainingRuntime,
-        spec_model=TrainingRuntimeSpec,
-        status_model=None,
-    ),
-    CRDDescriptor(
-        resource=CLUSTER_TRAINING_RUNTIME,
-        singular="clustertrainingruntime",
-        kind_model=ClusterTrainingRuntime,
-        spec_model=TrainingRuntimeSpec,
-        status_model=None,
+    _descriptor(TRAINING_RUNTIME, models=(TrainingRuntime, TrainingRuntimeSpec, None)),
+    _descriptor(
+        CLUSTER_TRAINING_RUNTIME, models=(ClusterTrainingRuntime, TrainingRuntimeSpec, None)
     ),
 )
 

@@ -24,7 +24,7 @@ from pydantic_core import CoreSchema
 
 from lattice.api.base import K8sModel, PersistentVolumeClaim
 from lattice.api.k8s_schema import k8s_schema
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, list_map
 
 __all__ = [
     "MAX_REPLICATED_JOBS",
@@ -107,11 +107,7 @@ class ReplicatedJob(K8sModel):
     depends_on: list[DependsOn] | None = Field(
         None,
         max_length=5,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["name"],
-            **_immutable("replicatedJobs[].dependsOn"),
-        },
+        json_schema_extra={**list_map("name"), **_immutable("replicatedJobs[].dependsOn")},
     )
     """replicatedJobs that must be Ready or Complete before this one is created. Immutable."""
 
@@ -288,7 +284,7 @@ class JobSetSpec(K8sModel):
     replicated_jobs: list[ReplicatedJob] = Field(
         default_factory=list,
         max_length=MAX_REPLICATED_JOBS,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        json_schema_extra=list_map("name"),
     )
     """The replicatedJobs; names are unique."""
     network: JobSetNetwork | None = Field(None, json_schema_extra=_immutable("network"))

@@ -31,7 +31,7 @@ from lattice.api.common import (
     managed_by_rules,
 )
 from lattice.api.constants import MANAGED_BY_MPI_OPERATOR, REPLICA_LAUNCHER, REPLICA_WORKER
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule
 
 __all__ = [
     "LauncherCreationPolicy",
@@ -41,8 +41,6 @@ __all__ = [
     "MPIRunPolicy",
     "mpijob_root_rules",
 ]
-
-_RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 
 class MPIImplementation(StrEnum):
@@ -122,18 +120,17 @@ class MPIJobSpec(K8sModel):
     @model_validator(mode="after")
     def _default_replicas(self) -> Self:
         """Operator-side defaults that depend on the replica type (mpi-operator default.go)."""
-        launcher = self.mpi_replica_specs.get(REPLICA_LAUNCHER)
-        if launcher is not None:
-            if launcher.replicas is None:
-                launcher.replicas = 1
-            if launcher.restart_policy is None:
-                launcher.restart_policy = RestartPolicy.ON_FAILURE
-        worker = self.mpi_replica_specs.get(REPLICA_WORKER)
-        if worker is not None:
-            if worker.replicas is None:
-                worker.replicas = 0
-            if worker.restart_policy is None:
-                worker.restart_policy = RestartPolicy.NEVER
+        for replica_type, replicas, restart_policy in (
+            (REPLICA_LAUNCHER, 1, RestartPolicy.ON_FAILURE),
+            (REPLICA_WORKER, 0, RestartPolicy.NEVER),
+        ):
+            spec = self.mpi_replica_specs.get(replica_type)
+            if spec is None:
+                continue
+            if spec.replicas is None:
+                spec.replicas = replicas
+            if spec.restart_policy is None:
+                spec.restart_policy = restart_policy
         return self
 
     @property
@@ -155,11 +152,9 @@ def mpijob_root_rules() -> list[JsonDict]:
         f"{workers}.replicas > 1) ? {workers}.replicas - 1 : 0"
     )
     return [
-        cel_rule(
-            f"self.metadata.name.matches('{_RFC1035}')",
+        dns1035_name_rule(
             "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter): it names the worker pods",
-            field_path=".metadata.name",
         ),
         cel_rule(
             "!has(self.spec) || !has(self.spec.mpiReplicaSpecs) || "

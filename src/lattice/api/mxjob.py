@@ -33,7 +33,7 @@ from lattice.api.common import (
     managed_by_rules,
 )
 from lattice.api.constants import MANAGED_BY_TRAINING_OPERATOR, MX_REPLICA_TYPES, REPLICA_SCHEDULER
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule
 
 __all__ = [
     "JobMode",
@@ -44,8 +44,6 @@ __all__ = [
     "canonical_replica_type",
     "mxjob_root_rules",
 ]
-
-_RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
 
 class JobMode(StrEnum):
@@ -137,11 +135,9 @@ class MXJobSpec(K8sModel):
 def mxjob_root_rules() -> list[JsonDict]:
     """Root-level rule: pods and services are named ``<name>-<type>-<index>``."""
     return [
-        cel_rule(
-            f"self.metadata.name.matches('{_RFC1035}')",
+        dns1035_name_rule(
             "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter)",
-            field_path=".metadata.name",
         ),
     ]
 

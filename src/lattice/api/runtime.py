@@ -35,7 +35,7 @@ from lattice.api.jobset import (
     ReplicatedJob,
     SuccessPolicyOperator,
 )
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, list_map
 
 __all__ = [
     "MAX_REPLICATED_JOBS",
@@ -126,10 +126,7 @@ class EnvInjection(K8sModel):
     targets: list[EnvInjectionTarget] | None = Field(
         None,
         max_length=16,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["jobName"],
-        },
+        json_schema_extra=list_map("jobName"),
     )
     """One entry per replicatedJob."""
 

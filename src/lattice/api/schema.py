@@ -32,6 +32,8 @@ __all__ = [
     "NonStructuralSchemaError",
     "canonical",
     "cel_rule",
+    "dns1035_name_rule",
+    "list_map",
     "structural_schema",
     "structural_violations",
 ]
@@ -96,6 +98,22 @@ def cel_rule(
     if reason is not None:
         entry["reason"] = reason
     return entry
+
+
+def list_map(key: str) -> JsonDict:
+    """The schema markers of a list that is a map keyed by ``key`` (``+listType=map``)."""
+    return {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]}
+
+
+RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+"""A DNS-1035 label: lowercase letters, digits and '-', starting with a letter."""
+
+
+def dns1035_name_rule(message: str) -> JsonDict:
+    """The root rule that ``metadata.name`` is a DNS-1035 label, reported with ``message``."""
+    return cel_rule(
+        f"self.metadata.name.matches('{RFC1035}')", message, field_path=".metadata.name"
+    )
 
 
 def structural_schema(model: type[BaseModel]) -> dict[str, Any]:

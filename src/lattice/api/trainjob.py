@@ -33,7 +33,7 @@ from lattice.api.base import (
 )
 from lattice.api.common import ConditionStatus, SchedulingStatus
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE, MANAGED_BY_TRAINJOB_CONTROLLER
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule, list_map
 from lattice.api.trainjob_overrides import (
     ContainerOverride,
     PodSchedulingGate,
@@ -68,7 +68,6 @@ __all__ = [
     "trainjob_root_rules",
 ]
 
-_RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _URI = "^[A-Za-z][A-Za-z0-9+.-]*://.+$"
 
 
@@ -80,7 +79,7 @@ def _env() -> Any:
     return Field(
         None,
         max_length=128,
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+        json_schema_extra=list_map("name"),
     )
 
 
@@ -202,10 +201,7 @@ class TrainJobSpec(K8sModel):
     runtime_patches: list[RuntimePatch] | None = Field(
         None,
         max_length=16,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["manager"],
-        },
+        json_schema_extra=list_map("manager"),
     )
     """Patches of the runtime's JobSet template, one entry per manager, applied in order
     (Trainer v2.2+)."""
@@ -322,19 +318,13 @@ class TrainJobStatus(K8sModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=8,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["type"],
-        },
+        json_schema_extra=list_map("type"),
     )
     """Current conditions."""
     jobs_status: list[JobsStatus] = Field(
         default_factory=list,
         max_length=100,
-        json_schema_extra={
-            "x-kubernetes-list-type": "map",
-            "x-kubernetes-list-map-keys": ["name"],
-        },
+        json_schema_extra=list_map("name"),
     )
     """Child Job counts per replicatedJob."""
     trainer_status: TrainerStatus | None = None
@@ -346,10 +336,8 @@ class TrainJobStatus(K8sModel):
 def trainjob_root_rules() -> list[JsonDict]:
     """Root-level rules on the name (Trainer HEAD): the JobSet and pod hostnames derive from it."""
     return [
-        cel_rule(
-            f"self.metadata.name.matches('{_RFC1035}')",
+        dns1035_name_rule(
             "metadata.name must match RFC 1035 DNS label format",
-            field_path=".metadata.name",
         ),
         cel_rule(
             "size(self.metadata.name) <= 63",

@@ -29,7 +29,7 @@ from lattice.api.base import (
     Volume,
     VolumeMount,
 )
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, list_map
 
 __all__ = [
     "ContainerOverride",
@@ -52,7 +52,7 @@ __all__ = [
 
 
 def _map(key: str, *, max_items: int | None = None, immutable: str | None = None) -> Any:
-    extra: dict[str, Any] = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]}
+    extra: dict[str, Any] = list_map(key)
     if immutable:
         extra["x-kubernetes-validations"] = [
             cel_rule("self == oldSelf", f"{immutable} is immutable")

@@ -143,21 +143,14 @@ class ChildSync:
             return
         except Exception as exc:
             self._exp.creation_failed(exp_key, name)
-            self._recorder.record(
-                job, type="Warning", reason=f"FailedCreate{res.kind}", note=f"{name}: {exc}"
-            )
+            self._record(job, verb="Create", res=res, note=f"{name}: {exc}", failed=True)
             if isinstance(exc, ApiError) and exc.status in (400, 422):
                 out.rejected.append(f"{res.kind} {name}: {exc.message}")
             else:
                 out.errors.append(f"create {res.kind} {name}: {exc}")
             return
         out.created.append(name)
-        self._recorder.record(
-            job,
-            type="Normal",
-            reason=f"SuccessfulCreate{res.kind}",
-            note=f"Created {res.kind.lower()}: {name}",
-        )
+        self._record(job, verb="Create", res=res, note=f"Created {res.kind.lower()}: {name}")
 
     async def _delete(
         self, job: ObjectRef, exp_key: str, res: Resource, name: str, out: SyncOutcome
@@ -169,18 +162,22 @@ class ChildSync:
             return
         except Exception as exc:
             self._exp.deletion_failed(exp_key, name)
-            self._recorder.record(
-                job, type="Warning", reason=f"FailedDelete{res.kind}", note=f"{name}: {exc}"
-            )
+            self._record(job, verb="Delete", res=res, note=f"{name}: {exc}", failed=True)
             out.errors.append(f"delete {res.kind} {name}: {exc}")
             return
         out.deleted.append(name)
-        self._recorder.record(
-            job,
-            type="Normal",
-            reason=f"SuccessfulDelete{res.kind}",
-            note=f"Deleted {res.kind.lower()}: {name}",
-        )
+        self._record(job, verb="Delete", res=res, note=f"Deleted {res.kind.lower()}: {name}")
+
+    def _record(
+        self, job: ObjectRef, *, verb: str, res: Resource, note: str, failed: bool = False
+    ) -> None:
+        """The ``Successful<Verb><Kind>`` (Normal) or ``Failed<Verb><Kind>`` (Warning) Event."""
+        if failed:
+            self._recorder.record(job, type="Warning", reason=f"Failed{verb}{res.kind}", note=note)
+        else:
+            self._recorder.record(
+                job, type="Normal", reason=f"Successful{verb}{res.kind}", note=note
+            )
 
 
 async def _bounded(coros: Sequence[Any], limit: int) -> None:

@@ -23,11 +23,12 @@ from datetime import timedelta
 import structlog
 
 from lattice.controllers.children import ChildSync
-from lattice.controllers.jobstatus import Step, fmt, parse_opt_time
+from lattice.controllers.jobstatus import Step
 from lattice.controllers.owned import OwnedChildren
 from lattice.frameworks.base import RunPolicyView
 from lattice.kube import KubeClient, NotFound
 from lattice.kube.resources import PODS, SERVICES, Resource
+from lattice.primitives.times import format_time, parse_opt_time
 from lattice.runtime.projections import PodInfo
 
 __all__ = ["Cleanup"]
@@ -55,7 +56,7 @@ class Cleanup:
         )
         if completion is None:
             completion = step.now
-        step.exec.setdefault("completionTime", fmt(completion))
+        step.exec.setdefault("completionTime", format_time(completion))
         if policy.clean_pod_policy != "None":
             doomed = [
                 p.name

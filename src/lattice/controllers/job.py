@@ -38,7 +38,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from lattice.api.base import normalize_time
 from lattice.clock import Clock
 from lattice.controllers.children import ChildSync
 from lattice.controllers.conditions import (
@@ -53,7 +52,7 @@ from lattice.controllers.conditions import (
 )
 from lattice.controllers.failure import judge
 from lattice.controllers.finished import Cleanup
-from lattice.controllers.jobstatus import ReadBack, Step, fmt, parse_opt_time
+from lattice.controllers.jobstatus import ReadBack, Step
 from lattice.controllers.owned import OwnedChildren
 from lattice.controllers.parse import (
     PLUGIN_BUGS,
@@ -76,6 +75,7 @@ from lattice.frameworks.base import (
 )
 from lattice.kube import KubeClient
 from lattice.kube.resources import Resource
+from lattice.primitives.times import format_time, normalize_time, parse_opt_time
 from lattice.runtime.controller import Result
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
@@ -280,7 +280,7 @@ class JobReconciler:
         if verdict.failed is not None or progress.succeeded:
             mark_finished(step, words, failed=verdict.failed, reason=verdict.reason)
             step.exec["replicaStatuses"] = verdict.statuses
-            step.exec["completionTime"] = fmt(step.now)
+            step.exec["completionTime"] = format_time(step.now)
             if verdict.stop:
                 await self._status.write(step)
                 await self._cleanup.stop_all(step, live)
@@ -297,7 +297,7 @@ class JobReconciler:
         keep = frozenset(progress.recreate)
         await self._rounds.apply(step, children, pods=pods, others=others, keep=keep)
         if size > 0 and start is None:
-            step.exec["startTime"] = fmt(step.now)
+            step.exec["startTime"] = format_time(step.now)
         if progress.running and not progress.recreate:
             mark_running(step, words)
         preemption(

@@ -22,12 +22,10 @@ from datetime import datetime
 from typing import Any
 
 from lattice.api.common import ConditionStatus, JobCondition
-from lattice.api.conditions import set_condition
+from lattice.api.conditions import parse_conditions, set_condition
 from lattice.frameworks.base import JobPlugin, PodView, Progress, RendersStatus
 from lattice.frameworks.failures import is_disrupted
 from lattice.primitives import paths
-from lattice.primitives.times import format_time as fmt
-from lattice.primitives.times import parse_opt_time
 from lattice.runtime.events import ObjectRef
 
 __all__ = [
@@ -39,9 +37,7 @@ __all__ = [
     "condition_true",
     "conditions_of",
     "controller_ref",
-    "fmt",
     "get_path",
-    "parse_opt_time",
     "put_condition",
     "reconcile_signature",
     "replica_statuses",
@@ -104,13 +100,7 @@ def with_path(status: Obj, path: Sequence[str], value: Obj) -> Obj:
 
 def conditions_of(block: Mapping[str, Any]) -> list[JobCondition]:
     """The Kubeflow conditions of an exec-status block, parsed (bad entries are skipped)."""
-    out: list[JobCondition] = []
-    for raw in block.get("conditions") or ():
-        try:
-            out.append(JobCondition.model_validate(raw))
-        except ValueError:
-            continue
-    return out
+    return parse_conditions(JobCondition, block)
 
 
 def condition_true(block: Mapping[str, Any], type: str) -> bool:

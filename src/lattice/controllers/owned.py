@@ -20,9 +20,10 @@ from typing import Any
 from lattice.controllers.children import Existing
 from lattice.controllers.jobstatus import controller_ref
 from lattice.kube.resources import Resource
+from lattice.primitives.keys import owner_key
 from lattice.runtime.events import ObjectRef
 from lattice.runtime.informer import Informer
-from lattice.runtime.projections import OWNER_INDEX, ObjectInfo, PodInfo, owner_key
+from lattice.runtime.projections import OWNER_INDEX, ObjectInfo, PodInfo
 
 __all__ = ["OwnedChildren"]
 

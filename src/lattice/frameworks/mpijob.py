@@ -65,18 +65,8 @@ from lattice.api.constants import (
     Resource,
 )
 from lattice.api.mpijob import MPIJob
+from lattice.frameworks import base as fw
 from lattice.frameworks import mpijob_children
-from lattice.frameworks.base import (
-    Children,
-    Demand,
-    Messages,
-    OperatorContext,
-    PodView,
-    Problem,
-    Progress,
-    ReplicaCounts,
-    RunPolicyView,
-)
 from lattice.frameworks.kubeflow import KubeflowStatus, job_priority, priority_problems, validated
 from lattice.frameworks.mpijob_children import (
     OPERATOR_NAME,
@@ -107,7 +97,7 @@ _SPECS = "spec.mpiReplicaSpecs"
 _ALLOWED_RESTART = (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE)
 
 
-class MPIJobMessages(Messages):
+class MPIJobMessages(fw.Messages):
     """mpi-operator's wording of conditions and events."""
 
     created_event = True
@@ -140,12 +130,12 @@ class MPIJobPlugin(KubeflowStatus):
     resource: Resource = MPIJOB
     # ----------------------------------------------------------------------- parse
 
-    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> MPIJob:
+    def parse(self, obj: Mapping[str, Any], ctx: fw.OperatorContext) -> MPIJob:
         return validated(MPIJob, obj, lambda job: _problems(job, ctx))
 
     # ----------------------------------------------------------------------- scheduling
 
-    def demand(self, job: MPIJob, ctx: OperatorContext) -> Demand:
+    def demand(self, job: MPIJob, ctx: fw.OperatorContext) -> fw.Demand:
         launcher, worker = job.spec.launcher, job.spec.worker
         if ctx.node_mode:
             launcher_units, worker_units = 1, 1
@@ -160,7 +150,7 @@ class MPIJobPlugin(KubeflowStatus):
         templates = [s for s in (worker, launcher) if s is not None]
         classes = [policy.scheduling_policy.priority_class if policy.scheduling_policy else None]
         classes += [(s.template.get("spec") or {}).get("priorityClassName") for s in templates]
-        return Demand(
+        return fw.Demand(
             priority=job_priority(classes=classes, annotations=job.metadata.annotations, ctx=ctx),
             min_size=size,
             max_size=size,
@@ -169,14 +159,14 @@ class MPIJobPlugin(KubeflowStatus):
             suspended=policy.suspend,
         )
 
-    def run_policy(self, job: MPIJob) -> RunPolicyView:
-        return RunPolicyView(
+    def run_policy(self, job: MPIJob) -> fw.RunPolicyView:
+        return fw.RunPolicyView(
             clean_pod_policy=job.spec.run_policy.clean_pod_policy.value, service_cleanup="None"
         )
 
     # ----------------------------------------------------------------------- children
 
-    def children(self, job: MPIJob, *, size: int, ctx: OperatorContext) -> Children:
+    def children(self, job: MPIJob, *, size: int, ctx: fw.OperatorContext) -> fw.Children:
         return mpijob_children.children(job, size=size, ctx=ctx)
 
     #: ``ObservesChildren``: ``discover_hosts.sh`` from the Running workers; the launcher held
@@ -190,18 +180,18 @@ class MPIJobPlugin(KubeflowStatus):
         job: MPIJob,
         *,
         size: int,
-        pods: Sequence[PodView],
+        pods: Sequence[fw.PodView],
         others: Mapping[str, Mapping[str, Any]],
-    ) -> Progress:
+    ) -> fw.Progress:
         name, namespace = job.metadata.name or "", namespace_of(job)
         if size <= 0:
-            return Progress(replicas={REPLICA_WORKER: ReplicaCounts()})
+            return fw.Progress(replicas={REPLICA_WORKER: fw.ReplicaCounts()})
         names = {f"{name}-worker-{i}" for i in range(workers_of(job))}
         workers = [p for p in pods if p.deletion_timestamp is None and p.name in names]
         running = sum(1 for p in workers if p.phase == "Running")
         evicted = sum(1 for p in workers if p.phase == "Failed" and p.reason == "Evicted")
         replicas = {
-            REPLICA_WORKER: ReplicaCounts(
+            REPLICA_WORKER: fw.ReplicaCounts(
                 active=running,
                 succeeded=sum(1 for p in workers if p.phase == "Succeeded"),
                 failed=sum(1 for p in workers if p.phase == "Failed"),
@@ -217,22 +207,22 @@ class MPIJobPlugin(KubeflowStatus):
         if launcher is not None:
             if complete is None and failed is None:
                 launcher_running = int(status.get("ready", status.get("active")) or 0)
-            replicas[REPLICA_LAUNCHER] = ReplicaCounts(
+            replicas[REPLICA_LAUNCHER] = fw.ReplicaCounts(
                 active=launcher_running,
                 succeeded=1 if complete is not None else 0,
                 failed=int(status.get("failed") or 0),
             )
         if evicted:
             message = f"{evicted}/{len(workers)} workers are evicted"
-            return Progress(replicas=replicas, failed=message, failed_reason="MPIJobEvicted")
+            return fw.Progress(replicas=replicas, failed=message, failed_reason="MPIJobEvicted")
         if failed is not None:
             reason = str(failed.get("reason") or "") or "MPIJobFailed"
             message = str(failed.get("message") or "") or f"MPIJob {namespace}/{name} has failed"
-            return Progress(replicas=replicas, failed=message, failed_reason=reason)
+            return fw.Progress(replicas=replicas, failed=message, failed_reason=reason)
         if complete is not None:
-            return Progress(replicas=replicas, succeeded=True)
+            return fw.Progress(replicas=replicas, succeeded=True)
         all_running = running == len(names) and len(workers) == len(names)
-        return Progress(replicas=replicas, running=launcher_running >= 1 and all_running)
+        return fw.Progress(replicas=replicas, running=launcher_running >= 1 and all_running)
 
 
 def _job_condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
@@ -246,23 +236,25 @@ def _job_condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] |
 # --------------------------------------------------------------------------- validation
 
 
-def _problems(job: MPIJob, ctx: OperatorContext) -> list[Problem]:
+def _problems(job: MPIJob, ctx: fw.OperatorContext) -> list[fw.Problem]:
     """mpi-operator's validation rules the model does not apply, and ours."""
     spec, name = job.spec, job.metadata.name or ""
     problems = priority_problems(job.metadata.annotations)
     for rtype in spec.mpi_replica_specs:
         if rtype not in MPI_REPLICA_TYPES:
             why = f"unknown replica type {rtype!r}: only Launcher and Worker are allowed"
-            problems.append(Problem(_SPECS, why))
+            problems.append(fw.Problem(_SPECS, why))
     launcher, worker = spec.launcher, spec.worker
     if launcher is None:
-        problems.append(Problem(f"{_SPECS}.{REPLICA_LAUNCHER}", "must have Launcher replica spec"))
+        problems.append(
+            fw.Problem(f"{_SPECS}.{REPLICA_LAUNCHER}", "must have Launcher replica spec")
+        )
     elif launcher.replicas != 1:
         why = f"must be 1, got {launcher.replicas}"
-        problems.append(Problem(f"{_SPECS}.{REPLICA_LAUNCHER}.replicas", why))
+        problems.append(fw.Problem(f"{_SPECS}.{REPLICA_LAUNCHER}.replicas", why))
     if worker is not None and (worker.replicas or 0) < 1:
         why = f"must be greater than or equal to 1, got {worker.replicas}"
-        problems.append(Problem(f"{_SPECS}.{REPLICA_WORKER}.replicas", why))
+        problems.append(fw.Problem(f"{_SPECS}.{REPLICA_WORKER}.replicas", why))
     for rtype, replica in ((REPLICA_LAUNCHER, launcher), (REPLICA_WORKER, worker)):
         if replica is None:
             continue
@@ -270,18 +262,18 @@ def _problems(job: MPIJob, ctx: OperatorContext) -> list[Problem]:
         if replica.restart_policy not in _ALLOWED_RESTART:
             policy = replica.restart_policy.value if replica.restart_policy else None
             why = f'must be "Never" or "OnFailure", got {policy!r}'
-            problems.append(Problem(f"{where}.restartPolicy", why))
+            problems.append(fw.Problem(f"{where}.restartPolicy", why))
         containers = replica_containers(replica)
         field = f"{where}.template.spec.containers"
         if not containers or not all(isinstance(c, Mapping) for c in containers):
-            problems.append(Problem(field, "must define at least one container"))
+            problems.append(fw.Problem(field, "must define at least one container"))
         elif not ctx.node_mode:
             problems += unit_problems(containers, ctx.scheduling_unit, field=field)
     if not spec.ssh_auth_mount_path:
-        problems.append(Problem("spec.sshAuthMountPath", "must have a mount path for SSH keys"))
+        problems.append(fw.Problem("spec.sshAuthMountPath", "must have a mount path for SSH keys"))
     last = f"{name}-worker-{max(workers_of(job), 1) - 1}"
     if len(last) > MAX_NAME or not DNS1035.match(last):
         why = f"pods and the Service cannot be created: {last!r} is not a DNS-1035 label "
         why += "(lower-case letters, digits and '-', starting with a letter, at most 63)"
-        problems.append(Problem("metadata.name", why))
+        problems.append(fw.Problem("metadata.name", why))
     return problems

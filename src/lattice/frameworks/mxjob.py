@@ -61,18 +61,8 @@ from lattice.api.constants import (
     Resource,
 )
 from lattice.api.mxjob import MXJob
+from lattice.frameworks import base as fw
 from lattice.frameworks import mxjob_children
-from lattice.frameworks.base import (
-    Children,
-    Demand,
-    Messages,
-    OperatorContext,
-    PodView,
-    Problem,
-    Progress,
-    ReplicaCounts,
-    RunPolicyView,
-)
 from lattice.frameworks.failures import is_retryable_exit_code
 from lattice.frameworks.kubeflow import (
     KubeflowStatus,
@@ -110,7 +100,7 @@ Obj = dict[str, Any]
 _SPECS = "spec.mxReplicaSpecs"
 
 
-class MXJobMessages(Messages):
+class MXJobMessages(fw.Messages):
     """training-operator v1.7's wording of MXJob conditions and events (the job's name only)."""
 
     failed_event_type = "Normal"
@@ -138,7 +128,7 @@ class MXJobMessages(Messages):
         why = "has failed because it was active longer than specified deadline"
         return f"{MXJOB.kind}Failed", f"Job {name} {why}"
 
-    def restarting(self, ns: str, name: str, recreated: Sequence[PodView]) -> str:
+    def restarting(self, ns: str, name: str, recreated: Sequence[fw.PodView]) -> str:
         counts = dict.fromkeys(MX_REPLICA_TYPES, 0)
         canonical = {t.lower(): t for t in MX_REPLICA_TYPES}
         for pod in recreated:
@@ -148,7 +138,7 @@ class MXJobMessages(Messages):
         rtype, n = next(((t, n) for t, n in counts.items() if n), (REPLICA_WORKER, len(recreated)))
         return f"mxjob {name} is restarting because {n} {rtype} replica(s) failed."
 
-    def exited(self, ns: str, pod: PodView) -> str | None:
+    def exited(self, ns: str, pod: fw.PodView) -> str | None:
         code = _mxnet_exit_code(pod)
         return None if code is None else f"Pod: {ns}.{pod.name} exited with code {code}"
 
@@ -161,12 +151,12 @@ class MXJobPlugin(KubeflowStatus):
     resource: Resource = MXJOB
     # ----------------------------------------------------------------------- parse
 
-    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> MXJob:
+    def parse(self, obj: Mapping[str, Any], ctx: fw.OperatorContext) -> MXJob:
         return validated(MXJob, obj, lambda job: _problems(job, ctx))
 
     # ----------------------------------------------------------------------- scheduling
 
-    def demand(self, job: MXJob, ctx: OperatorContext) -> Demand:
+    def demand(self, job: MXJob, ctx: fw.OperatorContext) -> fw.Demand:
         fixed: list[int] = []
         worker_units = 1
         for rtype, spec in replica_types(job):
@@ -182,7 +172,7 @@ class MXJobPlugin(KubeflowStatus):
         ordered = sorted(replica_types(job), key=lambda ts: ts[0] != REPLICA_WORKER)
         classes = [policy.scheduling_policy.priority_class if policy.scheduling_policy else None]
         classes += [(s.template.get("spec") or {}).get("priorityClassName") for _, s in ordered]
-        return Demand(
+        return fw.Demand(
             priority=job_priority(classes=classes, annotations=job.metadata.annotations, ctx=ctx),
             min_size=size,
             max_size=size,
@@ -191,12 +181,12 @@ class MXJobPlugin(KubeflowStatus):
             suspended=policy.suspend,
         )
 
-    def run_policy(self, job: MXJob) -> RunPolicyView:
+    def run_policy(self, job: MXJob) -> fw.RunPolicyView:
         return run_policy_view(job.spec.run_policy, service_cleanup="WithPods")
 
     # ----------------------------------------------------------------------- children
 
-    def children(self, job: MXJob, *, size: int, ctx: OperatorContext) -> Children:
+    def children(self, job: MXJob, *, size: int, ctx: fw.OperatorContext) -> fw.Children:
         return mxjob_children.children(job, size=size, ctx=ctx)
 
     # ----------------------------------------------------------------------- status
@@ -206,13 +196,13 @@ class MXJobPlugin(KubeflowStatus):
         job: MXJob,
         *,
         size: int,
-        pods: Sequence[PodView],
+        pods: Sequence[fw.PodView],
         others: Mapping[str, Mapping[str, Any]],
-    ) -> Progress:
+    ) -> fw.Progress:
         del others  # an MXJob has only pods and services
         name = job.metadata.name or ""
         types = replica_types(job)
-        by_type: dict[str, list[PodView]] = {rtype: [] for rtype, _ in types}
+        by_type: dict[str, list[fw.PodView]] = {rtype: [] for rtype, _ in types}
         lower = {rtype.lower(): (rtype, replicas_of(spec)) for rtype, spec in types}
         for pod in pods if size > 0 else ():
             rtype, replicas = lower.get(pod.replica_type or "", ("", 0))
@@ -220,7 +210,7 @@ class MXJobPlugin(KubeflowStatus):
             if rtype and pod.deletion_timestamp is None and 0 <= index < replicas:
                 by_type[rtype].append(pod)
         counts = {
-            rtype: ReplicaCounts(
+            rtype: fw.ReplicaCounts(
                 active=sum(1 for p in group if p.phase == "Running"),
                 succeeded=sum(1 for p in group if p.phase == "Succeeded"),
                 failed=sum(1 for p in group if p.phase == "Failed"),
@@ -243,7 +233,7 @@ class MXJobPlugin(KubeflowStatus):
             if permanent and failure is None:
                 failure = f"mxjob {name} is failed because {permanent} {rtype} replica(s) failed."
         if failure is not None:
-            return Progress(replicas=counts, failed=failure, failed_reason=f"{MXJOB.kind}Failed")
+            return fw.Progress(replicas=counts, failed=failure, failed_reason=f"{MXJOB.kind}Failed")
         lead = _lead(job)
         wanted = {t: replicas_of(s) for t, s in types if lead in (None, t)}
         succeeded = size > 0 and all(counts[t].succeeded >= n for t, n in wanted.items())
@@ -252,13 +242,13 @@ class MXJobPlugin(KubeflowStatus):
         else:
             running = size > 0 and all(counts[t].active >= n for t, n in wanted.items())
         if succeeded:
-            return Progress(replicas=counts, running=running, succeeded=True)
-        return Progress(
+            return fw.Progress(replicas=counts, running=running, succeeded=True)
+        return fw.Progress(
             replicas=counts, running=running, restarting=bool(recreate), recreate=tuple(recreate)
         )
 
 
-def _mxnet_exit_code(pod: PodView) -> int | None:
+def _mxnet_exit_code(pod: fw.PodView) -> int | None:
     """The ``mxnet`` container's exit code (v1.7 reads no other container), or None."""
     for container in pod.containers:
         if container.name == CONTAINER_NAME and container.state == "terminated":
@@ -280,7 +270,7 @@ def _lead(job: MXJob) -> str | None:
 # --------------------------------------------------------------------------- validation
 
 
-def _problems(job: MXJob, ctx: OperatorContext) -> list[Problem]:
+def _problems(job: MXJob, ctx: fw.OperatorContext) -> list[fw.Problem]:
     """v1.7's validation rules the model does not apply, and ours."""
     name = job.metadata.name or ""
     problems = priority_problems(job.metadata.annotations)
@@ -288,28 +278,28 @@ def _problems(job: MXJob, ctx: OperatorContext) -> list[Problem]:
     for rtype in specs:
         if rtype not in MX_REPLICA_TYPES:
             why = f"unknown replica type {rtype!r}: must be one of " + ", ".join(MX_REPLICA_TYPES)
-            problems.append(Problem(_SPECS, why))
+            problems.append(fw.Problem(_SPECS, why))
     scheduler = specs.get(REPLICA_SCHEDULER)
     if scheduler is not None and replicas_of(scheduler) > 1:
         why = f"must be at most 1 (one scheduler), got {scheduler.replicas}"
-        problems.append(Problem(f"{_SPECS}.{REPLICA_SCHEDULER}.replicas", why))
+        problems.append(fw.Problem(f"{_SPECS}.{REPLICA_SCHEDULER}.replicas", why))
     types = replica_types(job)
     if sum(replicas_of(spec) for _, spec in types) < 1:
-        problems.append(Problem(_SPECS, "must ask for at least one replica in all"))
+        problems.append(fw.Problem(_SPECS, "must ask for at least one replica in all"))
     longest = ""
     for rtype, spec in types:
         field = f"{_SPECS}.{rtype}.template.spec.containers"
         containers = template_containers(spec.template)
         if not containers or not all(isinstance(c, Mapping) for c in containers):
-            problems.append(Problem(field, "must define at least one container"))
+            problems.append(fw.Problem(field, "must define at least one container"))
             continue
         for i, container in enumerate(containers):
             if not container.get("image"):
-                problems.append(Problem(f"{field}[{i}].image", "required"))
+                problems.append(fw.Problem(f"{field}[{i}].image", "required"))
         if not any(c.get("name") == CONTAINER_NAME for c in containers):
             why = f'must have a container named "{CONTAINER_NAME}": it gets the '
             why += f"{PORT_NAME} port and the MX_CONFIG and DMLC_* variables"
-            problems.append(Problem(field, why))
+            problems.append(fw.Problem(field, why))
         else:
             problems += _port_problems(containers, field)
         if not ctx.node_mode:
@@ -321,7 +311,7 @@ def _problems(job: MXJob, ctx: OperatorContext) -> list[Problem]:
     return problems
 
 
-def _port_problems(containers: Sequence[Mapping[str, Any]], field: str) -> list[Problem]:
+def _port_problems(containers: Sequence[Mapping[str, Any]], field: str) -> list[fw.Problem]:
     """A problem when the ``mxnet`` container's ``mxjob-port`` is not a port number."""
     index = mxnet_index(containers)
     for j, port in enumerate(containers[index].get("ports") or ()):
@@ -332,5 +322,5 @@ def _port_problems(containers: Sequence[Mapping[str, Any]], field: str) -> list[
             where = f"{field}[{index}].ports[{j}].containerPort"
             why = f'the port named "{PORT_NAME}" of the "{CONTAINER_NAME}" container must be a '
             why += f"port number (1-65535): the other replicas reach this one on it, got {number!r}"
-            return [Problem(where, why)]
+            return [fw.Problem(where, why)]
     return []

@@ -63,16 +63,7 @@ from lattice.api.constants import (
     Resource,
 )
 from lattice.api.trainingjob import TrainingJob, TrainingJobFramework
-from lattice.frameworks.base import (
-    Children,
-    Demand,
-    OperatorContext,
-    PodView,
-    Problem,
-    Progress,
-    ReplicaCounts,
-    RunPolicyView,
-)
+from lattice.frameworks import base as fw
 from lattice.frameworks.failures import exit_code, must_recreate
 from lattice.frameworks.kubeflow import run_policy_view, validated
 from lattice.frameworks.manifests import (
@@ -141,16 +132,16 @@ class TrainingJobPlugin:
 
     # ----------------------------------------------------------------------- parse
 
-    def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> TrainingJob:
+    def parse(self, obj: Mapping[str, Any], ctx: fw.OperatorContext) -> TrainingJob:
         return validated(TrainingJob, obj, lambda job: _problems(job, ctx))
 
     # ----------------------------------------------------------------------- scheduling
 
-    def demand(self, job: TrainingJob, ctx: OperatorContext) -> Demand:
+    def demand(self, job: TrainingJob, ctx: fw.OperatorContext) -> fw.Demand:
         units = 1
         if not ctx.node_mode:
             units = container_units(_containers(job), ctx.scheduling_unit) or 1
-        return Demand(
+        return fw.Demand(
             priority=job.spec.priority,
             min_size=job.spec.min_size,
             max_size=job.spec.max_size,
@@ -159,14 +150,14 @@ class TrainingJobPlugin:
             suspended=job.spec.run_policy.suspend,
         )
 
-    def run_policy(self, job: TrainingJob) -> RunPolicyView:
+    def run_policy(self, job: TrainingJob) -> fw.RunPolicyView:
         return run_policy_view(job.spec.run_policy)
 
     # ----------------------------------------------------------------------- children
 
-    def children(self, job: TrainingJob, *, size: int, ctx: OperatorContext) -> Children:
+    def children(self, job: TrainingJob, *, size: int, ctx: fw.OperatorContext) -> fw.Children:
         if size <= 0:
-            return Children()
+            return fw.Children()
         name = job.metadata.name or ""
         namespace = job.metadata.namespace
         owner = job_owner(TRAININGJOB, job.metadata)
@@ -223,7 +214,7 @@ class TrainingJobPlugin:
                     owner=owner,
                 )
             )
-        return Children(pods=tuple(pods), services=tuple(services))
+        return fw.Children(pods=tuple(pods), services=tuple(services))
 
     # ----------------------------------------------------------------------- status
 
@@ -232,9 +223,9 @@ class TrainingJobPlugin:
         job: TrainingJob,
         *,
         size: int,
-        pods: Sequence[PodView],
+        pods: Sequence[fw.PodView],
         others: Mapping[str, Mapping[str, Any]] | None = None,
-    ) -> Progress:
+    ) -> fw.Progress:
         del others  # a TrainingJob has only pods and services
         workers = sorted(
             (
@@ -248,7 +239,7 @@ class TrainingJobPlugin:
             key=lambda p: (p.replica_index or 0, p.name),
         )
         failed = [p for p in workers if p.phase == "Failed"]
-        counts = ReplicaCounts(
+        counts = fw.ReplicaCounts(
             active=sum(1 for p in workers if p.phase not in ("Succeeded", "Failed")),
             succeeded=sum(1 for p in workers if p.phase == "Succeeded"),
             failed=len(failed),
@@ -263,15 +254,15 @@ class TrainingJobPlugin:
             if must_recreate(pod, policy.value, code):
                 recreate.append(pod.name)
                 continue
-            return Progress(
+            return fw.Progress(
                 replicas=replicas,
                 running=running,
                 failed=_failure_message(pod, policy, code),
                 failed_reason=f"{TRAININGJOB.kind}Failed",
             )
         if any(p.replica_index == 0 and p.phase == "Succeeded" for p in workers):
-            return Progress(replicas=replicas, running=running, succeeded=True)
-        return Progress(
+            return fw.Progress(replicas=replicas, running=running, succeeded=True)
+        return fw.Progress(
             replicas=replicas,
             running=running,
             restarting=bool(recreate),
@@ -279,7 +270,7 @@ class TrainingJobPlugin:
         )
 
 
-def _shared_env(job: TrainingJob, *, port: int, ctx: OperatorContext) -> list[tuple[str, str]]:
+def _shared_env(job: TrainingJob, *, port: int, ctx: fw.OperatorContext) -> list[tuple[str, str]]:
     """The variables every worker of the job gets (rank-independent)."""
     name = job.metadata.name or ""
     uid = job.metadata.uid or ""
@@ -320,32 +311,32 @@ def _shared_env(job: TrainingJob, *, port: int, ctx: OperatorContext) -> list[tu
     return env
 
 
-def _problems(job: TrainingJob, ctx: OperatorContext) -> list[Problem]:
+def _problems(job: TrainingJob, ctx: fw.OperatorContext) -> list[fw.Problem]:
     """The operator-side rules the schema cannot express."""
     spec, name = job.spec, job.metadata.name or ""
-    problems: list[Problem] = []
+    problems: list[fw.Problem] = []
     last = child_name(name, REPLICA_WORKER, spec.max_size - 1)
     problems += service_name_problems(name, longest=last, owners="workers'", label="worker Service")
     if spec.min_size > spec.max_size:
         why = f"must be less than or equal to spec.maxSize ({spec.max_size}), got {spec.min_size}"
-        problems.append(Problem("spec.minSize", why))
+        problems.append(fw.Problem("spec.minSize", why))
     containers = _containers(job)
     if not containers or not all(isinstance(c, Mapping) for c in containers):
-        return [*problems, Problem(_CONTAINERS, "must be a non-empty list of containers")]
+        return [*problems, fw.Problem(_CONTAINERS, "must be a non-empty list of containers")]
     first = containers[0]
     if first.get("name") != TRAININGJOB_CONTAINER_NAME:
         why = f'must be "{TRAININGJOB_CONTAINER_NAME}", got "{first.get("name", "")}"'
-        problems.append(Problem(f"{_CONTAINERS}[0].name", why))
+        problems.append(fw.Problem(f"{_CONTAINERS}[0].name", why))
     command = first.get("command")
     if spec.inject_lattice and not (isinstance(command, list) and command):
         why = "required when spec.injectLattice is true: the image's own entrypoint cannot be "
-        problems.append(Problem(f"{_CONTAINERS}[0].command", why + "wrapped"))
+        problems.append(fw.Problem(f"{_CONTAINERS}[0].command", why + "wrapped"))
     if not ctx.node_mode:
         problems += unit_problems(containers, ctx.scheduling_unit, field=_CONTAINERS)
     return problems
 
 
-def _failure_message(pod: PodView, policy: RestartPolicy, code: int | None) -> str:
+def _failure_message(pod: fw.PodView, policy: RestartPolicy, code: int | None) -> str:
     if code:
         what = f"exited with code {code}"
     else:

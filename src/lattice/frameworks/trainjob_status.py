@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from lattice.api.common import ConditionStatus
-from lattice.api.conditions import set_status_condition
+from lattice.api.conditions import parse_conditions, set_status_condition
 from lattice.api.trainjob import Condition
 from lattice.frameworks.base import PodView, Progress, ReplicaCounts
 from lattice.frameworks.failures import exit_code, is_disrupted
@@ -214,12 +214,7 @@ def render_status(
     generation: int | None,
     now: datetime,
 ) -> Obj:
-    conditions: list[Condition] = []
-    for raw in stored.get("conditions") or ():
-        try:
-            conditions.append(Condition.model_validate(raw))
-        except ValueError:
-            continue
+    conditions = parse_conditions(Condition, stored)
     working = {c.get("type"): c for c in block.get("conditions") or () if isinstance(c, Mapping)}
     if not any(c.get("type") == "Created" and c.get("status") == "False" for c in working.values()):
         conditions = [c for c in conditions if c.type != "Created"]

@@ -4,33 +4,16 @@ Everything above it speaks plain dicts, ``Resource`` descriptors and the typed e
 ``lattice.kube.errors``.
 """
 
+from lattice.kube import errors as _errors
 from lattice.kube.client import KubeClient, PatchType, RestClient, WatchEvent
-from lattice.kube.errors import (
-    AlreadyExists,
-    ApiError,
-    Conflict,
-    Forbidden,
-    Gone,
-    Invalid,
-    NotFound,
-    ServerError,
-    TooManyRequests,
-)
+from lattice.kube.errors import *  # noqa: F403 (re-exported through __all__ below)
 from lattice.kube.resources import Resource
 
 __all__ = [
-    "AlreadyExists",
-    "ApiError",
-    "Conflict",
-    "Forbidden",
-    "Gone",
-    "Invalid",
     "KubeClient",
-    "NotFound",
     "PatchType",
     "Resource",
     "RestClient",
-    "ServerError",
-    "TooManyRequests",
     "WatchEvent",
 ]
+__all__ += _errors.__all__

@@ -29,7 +29,8 @@ from typing import Any
 import yaml
 
 from lattice.api import Stage, format_time
-from lattice.kubectl.rows import JobRow, parse_when, text
+from lattice.kubectl.rows import JobRow, text
+from lattice.primitives.times import parse_opt_time
 from lattice.scheduler.core import events as scheduler_events
 from lattice.scheduler.core.events import format_duration
 
@@ -223,7 +224,7 @@ def _event_time(e: Mapping[str, Any]) -> datetime | None:
         e.get("deprecatedLastTimestamp"),
         meta.get("creationTimestamp"),
     ):
-        when = parse_when(raw)
+        when = parse_opt_time(raw)
         if when is not None:
             return when
     return None

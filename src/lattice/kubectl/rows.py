@@ -31,11 +31,12 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from lattice.api import Stage, constants, parse_time
+from lattice.api import Stage, constants
 from lattice.api.constants import Resource
 from lattice.api.crd import DESCRIPTORS
 from lattice.frameworks.base import InvalidJob, JobPlugin, OperatorContext, managed_elsewhere
 from lattice.frameworks.registry import plugin_for
+from lattice.primitives.times import parse_opt_time
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
     OrderKey,
@@ -53,7 +54,6 @@ __all__ = [
     "job_row",
     "kubeconfig_paths",
     "operator_context",
-    "parse_when",
     "queue_order",
     "resolve_kind",
     "text",
@@ -152,16 +152,6 @@ class JobRow:
         return self.stage == Stage.WAITING
 
 
-def parse_when(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp, or ``None`` for anything else."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
-
-
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -212,16 +202,16 @@ def job_row(kind: JobKind, obj: Mapping[str, Any], ctx: OperatorContext) -> JobR
         min_size=min_size,
         max_size=max_size,
         position=_int(state.get("queuePosition")),
-        queued_time=parse_when(state.get("queuedTime")),
-        cooldown_time=parse_when(state.get("cooldownTime")),
+        queued_time=parse_opt_time(state.get("queuedTime")),
+        cooldown_time=parse_opt_time(state.get("cooldownTime")),
         requeue_count=_int(state.get("requeueCount")) or 0,
         last_decision=text(state.get("lastDecision")),
         reason=text(state.get("reason")),
         message=text(state.get("message")),
         invalid=invalid,
         managed_by=_managed_by(obj),
-        creation_time=parse_when(meta.get("creationTimestamp")),
-        admitted_time=parse_when(state.get("admittedTime")),
+        creation_time=parse_opt_time(meta.get("creationTimestamp")),
+        admitted_time=parse_opt_time(state.get("admittedTime")),
         attained_service=_number(state.get("attainedService")),
         full_units=full_units,
         suspended=suspended,

@@ -27,10 +27,10 @@ import asyncio
 import heapq
 import itertools
 import math
-from collections.abc import Callable
+from typing import Unpack
 
 from lattice.clock import Clock
-from lattice.runtime.workqueue import K, QueueMetrics, WorkQueue
+from lattice.runtime.workqueue import K, QueueOptions, WorkQueue
 
 __all__ = ["MAX_WAIT", "DelayingQueue"]
 
@@ -41,22 +41,8 @@ MAX_WAIT = 10.0
 class DelayingQueue(WorkQueue[K]):
     """A ``WorkQueue`` that can also add a key after a delay (see the module docstring)."""
 
-    def __init__(
-        self,
-        clock: Clock,
-        *,
-        name: str = "",
-        metrics: QueueMetrics | None = None,
-        unfinished_work_period: float = 0.5,
-        priority: Callable[[K], int] | None = None,
-    ) -> None:
-        super().__init__(
-            clock,
-            name=name,
-            metrics=metrics,
-            unfinished_work_period=unfinished_work_period,
-            priority=priority,
-        )
+    def __init__(self, clock: Clock, **options: Unpack[QueueOptions[K]]) -> None:
+        super().__init__(clock, **options)
         # heap of (ready_at, seq, key); an entry is live iff _waiting[key] == (ready_at, seq).
         # Moving a key earlier pushes a new entry and leaves the old one to be skipped.
         self._heap: list[tuple[float, int, K]] = []

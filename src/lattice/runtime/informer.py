@@ -46,8 +46,9 @@ import structlog
 from lattice.clock import Clock, RealClock
 from lattice.kube.client import KubeClient
 from lattice.kube.resources import Resource
-from lattice.runtime.reflector import InformerMetrics, NullInformerMetrics, Reflector
-from lattice.runtime.store import IndexFn, Store, object_key
+from lattice.primitives.keys import object_key
+from lattice.runtime.reflector import InformerMetrics, NullInformerMetrics, Reflector, Synced
+from lattice.runtime.store import IndexFn, Store
 
 __all__ = ["Handler", "Informer", "InformerFactory", "Transform"]
 
@@ -69,7 +70,7 @@ class _Failed:
 _FAILED = _Failed()
 
 
-class Informer(Generic[T]):
+class Informer(Synced, Generic[T]):
     """One resource's cache and its handlers. Run it with ``run()``; read it through ``store``."""
 
     def __init__(
@@ -131,14 +132,6 @@ class Informer(Generic[T]):
     def store(self) -> Store[T]:
         """The cache. Values are shared: treat them as read-only."""
         return self._store
-
-    @property
-    def has_synced(self) -> bool:
-        return self._synced.is_set()
-
-    async def wait_synced(self) -> None:
-        """Return once ``has_synced`` is true."""
-        await self._synced.wait()
 
     @property
     def resource_versions(self) -> dict[str | None, str | None]:

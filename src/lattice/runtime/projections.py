@@ -77,7 +77,6 @@ __all__ = [
     "node_info",
     "object_info",
     "object_owner_index",
-    "owner_key",
     "pod_info",
     "pod_info_keeping",
     "pod_owner_index",

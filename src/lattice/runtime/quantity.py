@@ -1,11 +1,9 @@
 """Resource quantities as integers, and a pod's effective scheduling request.
 
 Contract:
-- ``resource_units(name, quantity)`` turns a Kubernetes quantity into an ``int``: ``cpu`` in
-  millicores, everything else (memory and ephemeral-storage in bytes, ``pods``, extended
-  resources such as ``nvidia.com/gpu``) in whole units, rounding up as the scheduler does.
-  It is ``lattice.primitives.quantity.resource_units`` (re-exported here), the one quantity
-  system, which the job plugins use too.
+- Quantities become integers through ``lattice.primitives.quantity.resource_units`` (``cpu`` in
+  millicores, everything else in whole units, rounding up as the scheduler does), the one
+  quantity system, which the job plugins use too.
 - ``pod_requests(spec)`` is kube-scheduler's effective request (``component-helpers``
   ``resource.PodRequests``): the sum over containers plus restartable init containers
   (sidecars), raised to the peak of any ordinary init container running beside the sidecars
@@ -21,7 +19,11 @@ from typing import Any
 
 from lattice.primitives.quantity import resource_units
 
-__all__ = ["ResourceList", "pod_requests", "resource_list", "resource_units"]
+__all__ = [
+    "ResourceList",
+    "pod_requests",
+    "resource_list",
+]
 
 #: ``((resource, units), ...)`` sorted by resource name.
 ResourceList = tuple[tuple[str, int], ...]

@@ -24,12 +24,12 @@ All delays are float seconds on the injected clock. Single event loop, no locks.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from typing import Generic, Protocol, TypeVar
+from collections.abc import Hashable
+from typing import Generic, Protocol, TypeVar, Unpack
 
 from lattice.clock import Clock
 from lattice.runtime.delaying import DelayingQueue
-from lattice.runtime.workqueue import K, QueueMetrics
+from lattice.runtime.workqueue import K, QueueOptions
 
 __all__ = [
     "BucketRateLimiter",
@@ -158,18 +158,9 @@ class RateLimitingQueue(DelayingQueue[K]):
         clock: Clock,
         *,
         rate_limiter: RateLimiter[K] | None = None,
-        name: str = "",
-        metrics: QueueMetrics | None = None,
-        unfinished_work_period: float = 0.5,
-        priority: Callable[[K], int] | None = None,
+        **options: Unpack[QueueOptions[K]],
     ) -> None:
-        super().__init__(
-            clock,
-            name=name,
-            metrics=metrics,
-            unfinished_work_period=unfinished_work_period,
-            priority=priority,
-        )
+        super().__init__(clock, **options)
         self._rate_limiter: RateLimiter[K] = (
             rate_limiter if rate_limiter is not None else default_controller_rate_limiter(clock)
         )

@@ -72,6 +72,7 @@ __all__ = [
     "NullInformerMetrics",
     "Reflector",
     "ReflectorSink",
+    "Synced",
 ]
 
 log = structlog.get_logger(__name__)
@@ -186,7 +187,22 @@ class _WatchEnd(Exception):
     """Internal: the watch ended without an API error but must be treated as one."""
 
 
-class Reflector:
+class Synced:
+    """``has_synced`` and ``wait_synced`` over ``_synced``, set once the first LIST is complete."""
+
+    _synced: asyncio.Event
+
+    @property
+    def has_synced(self) -> bool:
+        """True once the first complete LIST reached the sink; stays true."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        """Return once ``has_synced`` is true."""
+        await self._synced.wait()
+
+
+class Reflector(Synced):
     """LIST then WATCH one resource in one scope, forever, feeding a ``ReflectorSink``."""
 
     def __init__(
@@ -235,14 +251,6 @@ class Reflector:
     def last_sync_resource_version(self) -> str | None:
         """The RV of the last LIST or of the last watch event applied (bookmarks included)."""
         return self._rv
-
-    @property
-    def has_synced(self) -> bool:
-        """True once the first complete LIST reached the sink; stays true."""
-        return self._synced.is_set()
-
-    async def wait_synced(self) -> None:
-        await self._synced.wait()
 
     @property
     def failing_since(self) -> float | None:

@@ -2,8 +2,9 @@
 
 Contract:
 - Keys are ``namespace/name``, or ``name`` for cluster-scoped objects (``object_key`` /
-  ``split_key``). Identity is the key, not the UID (client-go invariant 14): a delete followed by a
-  re-create with the same name can look like an update; consumers that care compare UIDs.
+  ``split_key`` of ``lattice.primitives.keys``). Identity is the key, not the UID (client-go
+  invariant 14): a delete followed by a re-create with the same name can look like an update;
+  consumers that care compare UIDs.
 - Values are opaque ``T`` (raw dicts or slim projections). The store never inspects them: the key
   is given by the caller (the informer derives it from the raw object's metadata before any
   transform), and secondary indexes are plain functions ``T -> Iterable[str]`` run on insert,
@@ -23,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Generic, TypeVar
 
-from lattice.primitives.keys import object_key, split_key
-
-__all__ = ["NAMESPACE_INDEX", "IndexFn", "Store", "object_key", "split_key"]
+__all__ = [
+    "NAMESPACE_INDEX",
+    "IndexFn",
+    "Store",
+]
 
 T = TypeVar("T")
 _List = list  # ``Store.list`` shadows the builtin inside the class body

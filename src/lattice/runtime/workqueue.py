@@ -60,17 +60,26 @@ import heapq
 import itertools
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypedDict, TypeVar
 
 import structlog
 
 from lattice.clock import Clock
 
-__all__ = ["NoopQueueMetrics", "QueueMetrics", "QueueShutDown", "WorkQueue"]
+__all__ = ["NoopQueueMetrics", "QueueMetrics", "QueueOptions", "QueueShutDown", "WorkQueue"]
 
 K = TypeVar("K", bound=Hashable)
 
 log = structlog.get_logger(__name__)
+
+
+class QueueOptions(TypedDict, Generic[K], total=False):
+    """The keyword options of ``WorkQueue``, passed through unchanged by its subclasses."""
+
+    name: str
+    metrics: QueueMetrics | None
+    unfinished_work_period: float
+    priority: Callable[[K], int] | None
 
 
 class QueueShutDown(Exception):

@@ -7,14 +7,9 @@ from typing import Any
 
 import pytest
 
-from lattice.controllers.jobstatus import (
-    condition_true,
-    get_path,
-    parse_opt_time,
-    put_condition,
-    with_path,
-)
+from lattice.controllers.jobstatus import condition_true, get_path, put_condition, with_path
 from lattice.frameworks.base import managed_elsewhere
+from lattice.primitives.times import parse_opt_time
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, 500_000, tzinfo=UTC)
 

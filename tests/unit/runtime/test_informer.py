@@ -16,9 +16,9 @@ import pytest
 
 from lattice.clock import yield_now
 from lattice.kube.client import RestClient
+from lattice.primitives.keys import object_key
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import keep_raw
-from lattice.runtime.store import object_key
 from tests.support.fake_apiserver import (
     FakeApiServer,
     Recorder,

@@ -14,10 +14,10 @@ import pytest
 from lattice.clock import FakeClock
 from lattice.kube.client import RestClient
 from lattice.kube.resources import CONFIGMAPS
+from lattice.primitives.keys import object_key
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import keep_raw
 from lattice.runtime.reflector import Backoff
-from lattice.runtime.store import object_key
 from tests.support.fake_apiserver import (
     FakeApiServer,
     Recorder,

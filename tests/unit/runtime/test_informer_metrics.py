@@ -17,10 +17,10 @@ from prometheus_client import CollectorRegistry
 from lattice.app import _InformerMetrics
 from lattice.kube.client import RestClient
 from lattice.kube.resources import CONFIGMAPS
+from lattice.primitives.keys import object_key
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import Metrics
 from lattice.runtime.projections import keep_raw
-from lattice.runtime.store import object_key
 from tests.support.fake_apiserver import FakeApiServer, Recorder, RecordingClock, running
 
 Obj = dict[str, Any]

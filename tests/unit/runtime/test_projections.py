@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from lattice.primitives.keys import object_key, owner_key
+from lattice.primitives.quantity import resource_units
 from lattice.runtime.projections import (
     NODE_INDEX,
     OWNER_INDEX,
@@ -19,14 +21,13 @@ from lattice.runtime.projections import (
     node_index,
     node_info,
     object_info,
-    owner_key,
     pod_info,
     pod_info_keeping,
     pod_owner_index,
     strip_managed_fields,
 )
-from lattice.runtime.quantity import pod_requests, resource_units
-from lattice.runtime.store import Store, object_key
+from lattice.runtime.quantity import pod_requests
+from lattice.runtime.store import Store
 
 Obj = dict[str, Any]
 

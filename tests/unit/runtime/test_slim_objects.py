@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from lattice.primitives.keys import object_key, owner_key
 from lattice.runtime.projections import (
     LAST_APPLIED,
     OWNER_INDEX,
@@ -22,10 +23,9 @@ from lattice.runtime.projections import (
     OwnerRef,
     object_info,
     object_owner_index,
-    owner_key,
     slim_object,
 )
-from lattice.runtime.store import Store, object_key
+from lattice.runtime.store import Store
 
 Obj = dict[str, Any]
 

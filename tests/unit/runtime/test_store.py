@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from lattice.runtime.store import NAMESPACE_INDEX, Store, object_key, split_key
+from lattice.primitives.keys import object_key, split_key
+from lattice.runtime.store import NAMESPACE_INDEX, Store
 
 
 @dataclass(frozen=True, slots=True)

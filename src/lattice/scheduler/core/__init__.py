@@ -9,6 +9,7 @@ snapshot (for the simulator and the idempotence property).
 
 from __future__ import annotations
 
+from lattice.primitives.times import format_time
 from lattice.scheduler.core.apply import apply, apply_decision
 from lattice.scheduler.core.core import cooldown_for, schedule
 from lattice.scheduler.core.events import (
@@ -22,7 +23,6 @@ from lattice.scheduler.core.events import (
     Shrunk,
     Suspended,
     format_duration,
-    format_time,
 )
 from lattice.scheduler.core.order import OrderKey, las_band, order_key
 from lattice.scheduler.core.plan import ACCOUNTING_FIELDS, STATE_FIELDS, Decision, Plan

@@ -19,7 +19,8 @@ import math
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from lattice.scheduler.core.events import Admitted, Grown, Preempted, Shrunk, format_time
+from lattice.primitives.times import format_time
+from lattice.scheduler.core.events import Admitted, Grown, Preempted, Shrunk
 from lattice.scheduler.core.order import (
     band_upper_bound,
     micros,

@@ -27,7 +27,6 @@ __all__ = [
     "Shrunk",
     "Suspended",
     "format_duration",
-    "format_time",
 ]
 
 
@@ -55,10 +54,27 @@ class SchedulerEvent:
 
     reason: ClassVar[str] = "Scheduled"
     type: ClassVar[str] = "Normal"
+    text: ClassVar[str] = ""
+    """The message of a kind whose message has no fields."""
 
     @property
     def message(self) -> str:
-        raise NotImplementedError
+        if not self.text:
+            raise NotImplementedError
+        return self.text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Resized(SchedulerEvent):
+    """A running job's size changed from ``old`` to ``new``."""
+
+    old: int
+    new: int
+
+    @property
+    def change(self) -> str:
+        """``<reason> <old>→<new>``."""
+        return f"{self.reason} {self.old}\u2192{self.new}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,10 +82,7 @@ class Queued(SchedulerEvent):
     """A new (or resumed) job entered the queue."""
 
     reason: ClassVar[str] = "Queued"
-
-    @property
-    def message(self) -> str:
-        return "Queued"
+    text: ClassVar[str] = "Queued"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,32 +100,28 @@ class Admitted(SchedulerEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Grown(SchedulerEvent):
+class Grown(_Resized):
     """A running job got more replicas."""
 
     reason: ClassVar[str] = "Grown"
-    old: int
-    new: int
 
     @property
     def message(self) -> str:
-        return f"Grown {self.old}\u2192{self.new}"
+        return self.change
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Shrunk(SchedulerEvent):
+class Shrunk(_Resized):
     """A running job lost replicas, naming the job that took them when there is one."""
 
     reason: ClassVar[str] = "Shrunk"
-    old: int
-    new: int
     beneficiary: str | None = None
     beneficiary_admitted: bool = True
     to_max: bool = False
 
     @property
     def message(self) -> str:
-        head = f"Shrunk {self.old}\u2192{self.new}"
+        head = self.change
         if self.to_max:
             return f"{head} to its max size"
         if self.beneficiary is None:
@@ -162,10 +171,7 @@ class CooldownOver(SchedulerEvent):
     """A cooled-down job is queued again with a fresh queued time."""
 
     reason: ClassVar[str] = "CooldownOver"
-
-    @property
-    def message(self) -> str:
-        return "Cooldown over; queued again"
+    text: ClassVar[str] = "Cooldown over; queued again"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended, format_time
+from lattice.primitives.times import format_time
+from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended
 from lattice.scheduler.core.packing import Histogram
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage

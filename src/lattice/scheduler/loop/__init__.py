@@ -14,6 +14,7 @@ objects and core values), ``context`` (the plugins' ``OperatorContext`` and the 
 
 from __future__ import annotations
 
+from lattice.primitives.times import parse_opt_time as parse_time
 from lattice.scheduler.loop.context import (
     ContextSource,
     parse_node_selector,
@@ -30,7 +31,6 @@ from lattice.scheduler.loop.snapshot import (
     job_view,
     node_schedulable,
     node_views,
-    parse_time,
     status_fields,
     takes_capacity,
     utc_now,

@@ -19,9 +19,9 @@ from typing import Any, NamedTuple
 
 from lattice.frameworks.base import JobPlugin, OperatorContext, PinsInputs
 from lattice.kube import Resource
+from lattice.primitives.keys import owner_key, split_key
 from lattice.runtime.informer import Informer
-from lattice.runtime.projections import OWNER_INDEX, PodInfo, owner_key
-from lattice.runtime.store import split_key
+from lattice.runtime.projections import OWNER_INDEX, PodInfo
 from lattice.scheduler.core import JobView
 from lattice.scheduler.loop.memo import Memo, ViewMemo
 from lattice.scheduler.loop.snapshot import Invalid

@@ -26,8 +26,8 @@ from typing import Any
 
 from lattice.config import Settings
 from lattice.frameworks.base import OperatorContext
+from lattice.primitives.keys import split_key
 from lattice.runtime.informer import Informer
-from lattice.runtime.store import split_key
 from lattice.scheduler.core import SchedulerConfig, Strategy
 
 __all__ = ["ContextSource", "parse_node_selector", "read_node_selector", "scheduler_config"]

@@ -20,9 +20,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lattice.frameworks.base import JobPlugin, OperatorContext, managed_elsewhere
+from lattice.primitives.paths import get_path
 from lattice.runtime.projections import PodInfo
 from lattice.scheduler.core import JobView, Stage
-from lattice.scheduler.loop.snapshot import Invalid, get_path, job_view, with_pods
+from lattice.scheduler.loop.snapshot import Invalid, job_view, with_pods
 from lattice.scheduler.loop.terminal import terminal_fields
 
 __all__ = ["Memo", "ViewMemo"]

@@ -4,10 +4,11 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
 
 - Times: the scheduler's status times are RFC 3339 strings at microsecond precision, as
   ``metav1.MicroTime`` writes them (``%Y-%m-%dT%H:%M:%S.%fZ``), so that jobs arriving within
-  the same second keep their arrival order. :func:`parse_time` reads any RFC 3339 string to an
-  aware UTC datetime (unparseable -> ``None``); :func:`format_time` writes one. The loop calls
-  the core with :func:`utc_now` (``now`` in UTC, microseconds kept): what is persisted is then
-  exactly what was decided, and a restarted operator reproduces it.
+  the same second keep their arrival order. ``lattice.primitives.times.parse_opt_time`` reads
+  any RFC 3339 string to an aware UTC datetime (unparseable -> ``None``); :func:`format_time`
+  writes one. The loop calls the core with :func:`utc_now` (``now`` in UTC, microseconds
+  kept): what is persisted is then exactly what was decided, and a restarted operator
+  reproduces it.
 - :func:`node_views`: a node counts when it is Ready, not ``spec.unschedulable``, has no taint
   with effect ``NoSchedule`` or ``NoExecute`` (other taints are ignored) and carries every
   node-selector pair as a label. *GPU mode* (``scheduling_unit`` is a resource name): free units
@@ -57,8 +58,7 @@ from lattice.frameworks.base import (
     PinsInputs,
 )
 from lattice.primitives.paths import get_path
-from lattice.primitives.times import format_micro_time
-from lattice.primitives.times import parse_opt_time as parse_time
+from lattice.primitives.times import format_micro_time, parse_opt_time
 from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
 from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
 
@@ -69,7 +69,6 @@ __all__ = [
     "TERMINAL_CONDITIONS",
     "Invalid",
     "format_time",
-    "get_path",
     "is_finished",
     "job_demand",
     "job_signature",
@@ -77,7 +76,6 @@ __all__ = [
     "node_schedulable",
     "node_signature",
     "node_views",
-    "parse_time",
     "pod_signature",
     "shown_position",
     "status_fields",
@@ -278,7 +276,7 @@ def job_view(
         kind=kind,
         namespace=namespace,
         name=name,
-        creation_time=parse_time(meta.get("creationTimestamp")) or _EPOCH,
+        creation_time=parse_opt_time(meta.get("creationTimestamp")) or _EPOCH,
         priority=demand.priority,
         min_size=demand.min_size,
         max_size=demand.max_size,
@@ -286,16 +284,16 @@ def job_view(
         replica_units=demand.replica_units,
         stage=stage,
         current_size=_int(state.get("currentSize")),
-        submit_time=parse_time(state.get("submitTime")),
-        queued_time=parse_time(state.get("queuedTime")),
-        requeue_time=parse_time(state.get("requeueTime")),
-        cooldown_time=parse_time(state.get("cooldownTime")),
+        submit_time=parse_opt_time(state.get("submitTime")),
+        queued_time=parse_opt_time(state.get("queuedTime")),
+        requeue_time=parse_opt_time(state.get("requeueTime")),
+        cooldown_time=parse_opt_time(state.get("cooldownTime")),
         requeue_count=_int(state.get("requeueCount")),
-        last_resize_time=parse_time(state.get("lastResizeTime")),
+        last_resize_time=parse_opt_time(state.get("lastResizeTime")),
         pending_since=_pending_since(pods) if stage == Stage.RUNNING else None,
         attained_service=_float(state.get("attainedService")),
-        service_updated_at=parse_time(state.get("serviceUpdatedTime")),
-        admitted_time=parse_time(state.get("admittedTime")),
+        service_updated_at=parse_opt_time(state.get("serviceUpdatedTime")),
+        admitted_time=parse_opt_time(state.get("admittedTime")),
         suspended=demand.suspended,
         finished=is_finished(obj, plugin),
         preemptible_within_priority=demand.preemptible_within_priority

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from lattice.frameworks.base import JobPlugin
+from lattice.primitives.paths import get_path
 from lattice.scheduler.core import Stage
-from lattice.scheduler.loop.snapshot import TERMINAL_CONDITIONS, get_path
+from lattice.scheduler.loop.snapshot import TERMINAL_CONDITIONS
 
 __all__ = ["INVALID_SPEC", "terminal_fields", "terminal_pending"]
 

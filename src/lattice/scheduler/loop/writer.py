@@ -41,10 +41,11 @@ import structlog
 
 from lattice.clock import Clock
 from lattice.kube import ApiError, Conflict, KubeClient, NotFound, Resource
+from lattice.primitives.paths import get_path
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.metrics import Metrics
 from lattice.scheduler.core import Preempted, SchedulerEvent
-from lattice.scheduler.loop.snapshot import get_path, status_patch, with_status
+from lattice.scheduler.loop.snapshot import status_patch, with_status
 
 __all__ = ["OVERLAY_TTL", "Gate", "Target", "Writer"]
 
