@@ -85,7 +85,7 @@ def _json_stream(text: str) -> Iterator[dict[str, Any]]:
 def _create_burst(cluster: Cluster, namespace: str, tmp: Path) -> None:
     # Created in index order; names count down, so each newcomer sorts before every earlier job.
     manifests = [
-        trainingjob(f"burst-{JOBS - 1 - i:03d}", min_size=1, max_size=1, annotations=FINISH)
+        trainingjob(f"burst-{JOBS - 1 - i:03d}", min_size=1, max_size=1, pod_annotations=FINISH)
         for i in range(JOBS)
     ]
     files = []
