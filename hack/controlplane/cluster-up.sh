@@ -19,8 +19,10 @@ start_ns=$(date +%s%N)
 # shellcheck source=/dev/null
 source "$here/versions.env"
 
+REAL_NODES=${LATTICE_REAL_NODES:-0}
 # Build (or find in the cache) the binaries, then put them first on PATH.
 "$here/build.sh" all >&2
+if [ "$REAL_NODES" -gt 0 ]; then "$here/build.sh" real >&2; fi
 while read -r d; do PATH="$d:$PATH"; done < <("$here/build.sh" paths)
 export PATH
 
@@ -77,8 +79,18 @@ etcd --name=lattice --data-dir="$RUN/etcd" \
 echo $! >"$RUN/etcd.pid"
 for _ in $(seq 100); do curl -sf --max-time 1 "http://127.0.0.1:$ETCD_PORT/health" >/dev/null && break; sleep 0.2; done
 
+# Real nodes need more of the control plane: the apiserver reaches kubelets (logs, exec) by their
+# InternalIP; pods mount kube-root-ca.crt (root-ca-cert-publisher); CoreDNS answers from
+# EndpointSlices (endpointslice controller); pods of a deleted node go away (pod GC). The kwok
+# tiers do without them, so they are added only when real nodes are asked for.
+api_extra=() kcm_extra=""
+if [ "$REAL_NODES" -gt 0 ]; then
+  api_extra=(--kubelet-preferred-address-types=InternalIP)
+  kcm_extra=",root-ca-certificate-publisher-controller,pod-garbage-collector-controller,endpointslice-controller"
+fi
+
 # --- kube-apiserver
-kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+kube-apiserver "${api_extra[@]}" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
   --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" --client-ca-file="$P/ca.crt" \
   --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$P/sa.pub" \
@@ -103,7 +115,7 @@ kube-controller-manager --kubeconfig="$KCFG" \
   --leader-elect=false --bind-address=127.0.0.1 --secure-port="$((API_PORT + 1))" \
   --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" --use-service-account-credentials=false \
   --kube-api-qps=500 --kube-api-burst=1000 --concurrent-gc-syncs=10 \
-  --controllers=garbage-collector-controller,namespace-controller,job-controller,ttl-after-finished-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller \
+  --controllers=garbage-collector-controller,namespace-controller,job-controller,ttl-after-finished-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller$kcm_extra \
   >"$RUN/log/kube-controller-manager.log" 2>&1 &
 echo $! >"$RUN/kube-controller-manager.pid"
 
@@ -135,6 +147,11 @@ for _ in $(seq 120); do kubectl --kubeconfig "$KCFG" get ns default >/dev/null 2
 if [ "${LATTICE_NODES_ARGS-unset}" != "" ]; then
   # shellcheck disable=SC2086
   python3 "$here/nodes.py" ${LATTICE_NODES_ARGS:---count 8 --gpus 8} | kubectl --kubeconfig "$KCFG" apply -f - >/dev/null
+fi
+
+# --- real kubelet nodes, their containerds, the registry mirror and CoreDNS (LATTICE_REAL_NODES).
+if [ "$REAL_NODES" -gt 0 ]; then
+  LATTICE_API_PORT=$API_PORT "$here/real-nodes.sh" up
 fi
 
 ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
