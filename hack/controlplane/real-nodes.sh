@@ -164,6 +164,7 @@ localStorageCapacityIsolation: false
 serializeImagePulls: false
 maxPods: 50
 shutdownGracePeriod: 0s
+podLogsDir: $d/pod-logs
 EOF
 }
 
@@ -189,17 +190,24 @@ EOF
 
 start_coredns() {
   alive coredns && return
+  # cluster.local (and reverse lookups) from the API; every other name is NXDOMAIN at once:
+  # nothing is forwarded anywhere.
   cat >"$R/Corefile" <<EOF
-.:53 {
+cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
     bind $HOST_IP
     errors
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig $KCFG lattice-local
         pods insecure
-        fallthrough in-addr.arpa ip6.arpa
         ttl 5
     }
     cache 5
+}
+.:53 {
+    bind $HOST_IP
+    template ANY ANY {
+        rcode NXDOMAIN
+    }
 }
 EOF
   coredns -conf "$R/Corefile" >"$RUN/log/coredns.log" 2>&1 &
