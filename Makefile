@@ -6,7 +6,10 @@ BIN := $(VENV)/bin
 CP := hack/controlplane
 export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
 
-.PHONY: venv lint unit integration test controlplane helm cluster-up cluster-down demo crds docs clean
+.PHONY: venv lint unit integration test controlplane helm cluster-up cluster-down demo crds docs clean \
+	deps real-bins images real
+# Real kubelet nodes for `make cluster-up`, `make images` and `make real` (0: kwok nodes only).
+export LATTICE_REAL_NODES ?= 0
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -34,12 +37,31 @@ helm:
 integration: venv controlplane helm
 	$(BIN)/pytest tests/integration tests/e2e -q
 
+# Debian packages for real nodes and images (containerd, runc, CNI plugins, mmdebstrap, umoci,
+# skopeo, ...): installed when missing, needs root.
+deps:
+	hack/install-deps.sh
+
+# kubelet, CoreDNS and the registry, cached like the control plane.
+real-bins:
+	$(CP)/build.sh real
+
+# The images real nodes run, built offline and pushed into the running cluster's mirror
+# (start it with `LATTICE_REAL_NODES=2 make cluster-up`).
+images: deps
+	hack/images/build.sh --push
+
+# The real tier alone: a cluster with 2 real nodes (started by the session fixture, or reused).
+real: venv deps controlplane real-bins
+	LATTICE_REAL_NODES=$(if $(filter 0,$(LATTICE_REAL_NODES)),2,$(LATTICE_REAL_NODES)) $(BIN)/pytest tests/real -q -p no:cacheprovider
+
 # The whole suite: lint, then every tier in one pytest run. The control plane is built if the
 # cache is empty, started by the session fixture, and stopped afterwards.
 test: venv lint controlplane helm
-	LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider
+	LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider --ignore=tests/real
 
 cluster-up: venv
+	if [ "$(LATTICE_REAL_NODES)" != 0 ]; then hack/install-deps.sh && $(CP)/build.sh real; fi
 	$(CP)/cluster-up.sh
 
 cluster-down:

@@ -38,15 +38,20 @@ log() { printf '[images] %s\n' "$*" >&2; }
 PKGS_MPI=openssh-server,openssh-client,openmpi-bin,libopenmpi3,ca-certificates
 PKGS_PY=python3,python3-torch,python3-numpy,procps,iproute2,bash
 
+# One build at a time per cache: leftovers of an interrupted build are removed first.
+rm -rf "$CACHE/tmp"
 mkdir -p "$CACHE/apt" "$CACHE/tmp"
 [ -d "$L" ] || umoci init --layout "$L"
 
-has_tag() { umoci ls --layout "$L" 2>/dev/null | grep -qx "$1"; }
+# (grep without -q: an early exit would SIGPIPE umoci and, under pipefail, fail the check)
+has_tag() { umoci ls --layout "$L" 2>/dev/null | grep -x "$1" >/dev/null; }
 
-# recipe_hash PARTS...: a short content hash of this script plus the given files/dirs/strings.
+# recipe_hash PARTS...: a short content hash of the calling build function's own text, of the
+# shared helpers, and of the given files, directories or strings. Editing one recipe rebuilds that
+# image (and the images derived from it), nothing else.
 recipe_hash() {
   {
-    sha256sum "$here/build.sh"
+    declare -f "${FUNCNAME[1]}" rootfs new_image derive
     local p
     for p in "$@"; do
       if [ -e "$p" ]; then find "$p" -type f -print0 | sort -z | xargs -0 sha256sum; else echo "$p"; fi
@@ -123,15 +128,14 @@ build_mpi_pi() {
   echo "$tag docker.io/mpioperator/mpi-pi:openmpi"
 }
 
-# The shared Python base: Debian's CPU torch with gloo and its c10d rendezvous.
+# The shared Python base: Debian's CPU torch with gloo and its c10d rendezvous, plus `torchrun`
+# (a layer of its own, so that editing it does not rebuild the rootfs).
 build_py_base() {
-  local tag; tag=py-$(recipe_hash "$here/python" "$PKGS_PY")
+  local tag; tag=py-$(recipe_hash "$PKGS_PY")
   if ! has_tag "$tag"; then
     log "python base: building $tag (mmdebstrap: python3-torch, a CPU build)"
     local w; w=$(mktemp -d "$CACHE/tmp/py.XXXX")
     rootfs "$PKGS_PY" "$w/rootfs.tar" \
-      --customize-hook="upload $here/python/torchrun /usr/local/bin/torchrun" \
-      --customize-hook='chmod 755 "$1"/usr/local/bin/torchrun' \
       --customize-hook='ln -sf python3 "$1"/usr/bin/python' \
       --customize-hook='mkdir -p "$1"/workspace'
     new_image "$tag" "$w/rootfs.tar"
@@ -144,12 +148,23 @@ build_py_base() {
 }
 
 build_torch() {
-  local base; base=$(build_py_base)
-  echo "$base docker.io/pytorch/pytorch:$TORCH_TAG"
+  local base tag; base=$(build_py_base)
+  tag=torch-$(recipe_hash "$here/python" "$base")
+  if ! has_tag "$tag"; then
+    log "torch: building $tag"
+    # Debian's /usr/bin/torchrun (1.13) knows only the underscore spellings; ours comes first
+    # on PATH. umoci keeps the file's mode, so the copy is made executable here.
+    local w; w=$(mktemp -d "$CACHE/tmp/torch.XXXX")
+    install -m 755 "$here/python/torchrun" "$w/torchrun"
+    derive "$base" "$tag"
+    umoci insert --image "$L:$tag.tmp" "$w/torchrun" /usr/local/bin/torchrun
+    finish "$tag"; rm -rf "$w"
+  fi
+  echo "$tag docker.io/pytorch/pytorch:$TORCH_TAG"
 }
 
 build_resnet() {
-  local base tag; base=$(build_py_base)
+  local base tag; base=$(build_torch | cut -d" " -f1)
   tag=resnet-$(recipe_hash "$here/resnet" "$base")
   if ! has_tag "$tag"; then
     log "lattice-resnet: building $tag"
@@ -161,7 +176,7 @@ build_resnet() {
 }
 
 build_dataset_initializer() {
-  local base tag; base=$(build_py_base)
+  local base tag; base=$(build_torch | cut -d" " -f1)
   tag=dsinit-$(recipe_hash "$here/dataset-initializer" "$base")
   if ! has_tag "$tag"; then
     log "dataset-initializer: building $tag"
@@ -174,9 +189,10 @@ build_dataset_initializer() {
   echo "$tag ghcr.io/kubeflow/trainer/dataset-initializer:latest"
 }
 
-MXNET_WHEELS=(mxnet==1.9.1 numpy==1.23.5)
+MXNET_WHEELS=(mxnet==1.9.1 numpy==1.23.5 requests==2.32.3 urllib3==2.2.3 idna==3.10 charset-normalizer==3.4.0
+              certifi==2024.8.30)
 build_mxnet() {
-  local base tag; base=$(build_py_base)
+  local base tag; base=$(build_torch | cut -d" " -f1)
   tag=mxnet-$(recipe_hash "$here/mxnet" "$base" "${MXNET_WHEELS[*]}")
   if ! has_tag "$tag"; then
     log "mxnet: building $tag (wheels ${MXNET_WHEELS[*]} from PyPI)"

@@ -89,7 +89,9 @@ def main() -> None:
         step += 1
         if rank == 0:
             tmp = ckpt + ".tmp"
-            torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": step}, tmp)
+            torch.save(
+                {"model": net.state_dict(), "optimizer": opt.state_dict(), "step": step}, tmp
+            )
             os.replace(tmp, ckpt)
             print(f"step={step} world_size={world} rank=0 loss={loss.item():.5f}", flush=True)
             flag[0] = 1.0 if os.path.exists(stop) else 0.0
