@@ -10,6 +10,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cd "$repo"
 export LATTICE_CLUSTER_DIR=${LATTICE_CLUSTER_DIR:-$repo/.cluster}
+# Real training too, where this machine can run real nodes (root, and `make deps` done):
+# LATTICE_REAL_NODES=0 turns it off.
+if [ -z "${LATTICE_REAL_NODES:-}" ] && [ "$(id -u)" = 0 ] && command -v containerd >/dev/null \
+  && command -v runc >/dev/null && command -v mmdebstrap >/dev/null; then
+  export LATTICE_REAL_NODES=2
+fi
+real=$(( ${LATTICE_REAL_NODES:-0} >= 2 ))
 LATTICE_NODES_ARGS="" hack/controlplane/cluster-up.sh
 while read -r d; do PATH="$d:$PATH"; done < <(hack/controlplane/build.sh paths)
 export KUBECONFIG=$LATTICE_CLUSTER_DIR/kubeconfig PATH
@@ -85,5 +92,88 @@ kubectl get events.v1.events.k8s.io -n "$ns" --sort-by=.eventTime \
   grep -E 'Queued|Admitted|Grown|Shrunk|Preempted|OBJECT'
 say "kubectl get pods -n $ns"
 kubectl get pods -n "$ns" -o wide
+
+if ((real)); then
+  # --- Real training on the real kubelet nodes: an elastic job's world size changes live.
+  rns=lattice-demo-real
+  data=$LATTICE_CLUSTER_DIR/real-data/demo
+  say "real nodes: building and pushing the images (cached after the first time)"
+  hack/images/build.sh --push
+  kubectl get nodes -l lattice.breezeml.ai/node-type=real \
+    -o custom-columns='NAME:.metadata.name,IP:.status.addresses[0].address,GPUS:.status.allocatable.nvidia\.com/gpu'
+  kubectl delete namespace "$rns" --ignore-not-found --wait=true >/dev/null
+  kubectl create namespace "$rns" >/dev/null
+  rm -rf "$data"; mkdir -p "$data/elastic" "$data/urgent"
+  rselector=$LATTICE_CLUSTER_DIR/demo-real-node-selector
+  echo "lattice.breezeml.ai/node-type=real" >"$rselector"
+  .venv/bin/lattice run --kubeconfig "$KUBECONFIG" --namespaces "$rns" \
+    --scheduling-unit nvidia.com/gpu --resize-interval 0 --node-selector-path "$rselector" \
+    --metrics-addr 127.0.0.1:0 --probe-addr 127.0.0.1:0 --log-format console \
+    >"$LATTICE_CLUSTER_DIR/log/demo-real-operator.log" 2>&1 &
+  real_operator=$!
+  trap 'kill "$operator" "$real_operator" 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+  tj() { # name min max priority
+    local name=$1 min=$2 max=$3 prio=$4
+    cat <<EOF
+apiVersion: breezeml.ai/v1
+kind: TrainingJob
+metadata: {name: $name}
+spec:
+  minSize: $min
+  maxSize: $max
+  priority: $prio
+  injectLattice: true
+  replicaSpecs:
+    template:
+      spec:
+        containers:
+          - name: trainingjob
+            image: breezeml/lattice-resnet:1.0.1
+            imagePullPolicy: Always
+            command: [python]
+            args: [-u, main.py]
+            env: [{name: CHECKPOINT_DIR, value: /checkpoint}]
+            resources: {limits: {nvidia.com/gpu: 4}}
+            volumeMounts: [{name: ckpt, mountPath: /checkpoint}]
+        volumes: [{name: ckpt, hostPath: {path: "$data/$name", type: Directory}}]
+EOF
+  }
+  # follow_until WHAT: print worker 0's new log lines (rounds, and every 10th step) until WHAT:
+  # "size N" (the current torchrun round has world size N and has trained a step) or "done".
+  follow_until() {
+    local deadline=$((SECONDS + 240)) seen=0 out last
+    while ((SECONDS < deadline)); do
+      out=$(kubectl logs -n "$rns" elastic-worker-0 2>/dev/null | grep -E '^(resumed|done|step=)' || true)
+      if [ -n "$out" ]; then
+        sed -n "$((seen + 1)),\$p" <<<"$out" | grep -E '^(resumed|done)|^step=[0-9]*0 ' |
+          sed 's/^/    elastic-worker-0 | /'
+        seen=$(wc -l <<<"$out")
+        last=$(grep -E '^resumed' <<<"$out" | tail -1)
+        case $1 in
+          done) grep -q '^done' <<<"$out" && return 0 ;;
+          *) [[ $last == *"world_size=${1#size }" && $(tail -1 <<<"$out") == step=* ]] && return 0 ;;
+        esac
+      fi
+      sleep 1
+    done
+    echo "timed out waiting for $1; see $LATTICE_CLUSTER_DIR/log/demo-real-operator.log" >&2
+    return 1
+  }
+  say "real 1. elastic job (1..2 workers, 4 GPUs each) trains with torchrun: world size 2"
+  tj elastic 1 2 0 | kubectl apply -n "$rns" -f - >/dev/null
+  follow_until "size 2"
+  say "real 2. a priority-10 job needs a node: the elastic job shrinks and resumes from its checkpoint"
+  tj urgent 1 1 10 | kubectl apply -n "$rns" -f - >/dev/null
+  follow_until "size 1"
+  say "real 3. the priority-10 job is told to stop and ends: the elastic job grows back to world size 2"
+  touch "$data/urgent/stop"
+  follow_until "size 2"
+  touch "$data/elastic/stop"
+  follow_until done
+  kubectl get tj -n "$rns" -o custom-columns='NAME:.metadata.name,STAGE:.status.stage,SIZE:.status.currentSize,PRIORITY:.spec.priority'
+fi
 echo
+if ((!real)); then
+  echo "Real training needs real nodes: as root, \`make deps\` then \`LATTICE_REAL_NODES=2 make demo\`."
+fi
 echo "The control plane is still running: export KUBECONFIG=$KUBECONFIG ; make cluster-down to stop."

@@ -7,6 +7,8 @@
 #   plugin is off: nothing would ever remove its not-ready taint.
 # Writes $LATTICE_CLUSTER_DIR/kubeconfig (default: <repo>/.cluster/kubeconfig), waits for /readyz,
 # then creates the fake nodes (LATTICE_NODES_ARGS, passed to nodes.py; default 8 nodes x 8 GPUs).
+# With LATTICE_REAL_NODES=N (> 0) it also starts N real kubelet nodes, a registry mirror and
+# CoreDNS (real-nodes.sh), and gives the control plane what they need.
 # Idempotent: if the apiserver recorded in the cluster dir is alive and ready, it only reports.
 # Tear down with cluster-down.sh, which stops only the processes recorded here.
 set -euo pipefail
@@ -33,10 +35,20 @@ curl_api() { curl -sf --max-time 2 --cacert "$P/ca.crt" --cert "$P/admin.crt" --
 alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
 if alive kube-apiserver && curl_api /readyz >/dev/null 2>&1; then
+  if [ "$REAL_NODES" -gt 0 ]; then
+    # Real nodes need the control plane's real-node flags: only a cluster started with them
+    # can take them on (the missing pieces are started; running ones are left alone).
+    if [ ! -f "$RUN/real-nodes-enabled" ]; then
+      echo "the running control plane was started without LATTICE_REAL_NODES: cluster-down first" >&2
+      exit 1
+    fi
+    LATTICE_API_PORT=$API_PORT "$here/real-nodes.sh" up
+  fi
   echo "control plane already running: export KUBECONFIG=$KCFG" >&2
   exit 0
 fi
 "$here/cluster-down.sh" >/dev/null 2>&1 || true
+rm -f "$RUN/real-nodes-enabled"
 
 # --- PKI: a CA, the serving cert, an admin client cert (system:masters), the SA signing key.
 if [ ! -f "$P/admin.crt" ]; then
@@ -151,6 +163,7 @@ fi
 
 # --- real kubelet nodes, their containerds, the registry mirror and CoreDNS (LATTICE_REAL_NODES).
 if [ "$REAL_NODES" -gt 0 ]; then
+  touch "$RUN/real-nodes-enabled"
   LATTICE_API_PORT=$API_PORT "$here/real-nodes.sh" up
 fi
 

@@ -135,7 +135,12 @@ build_py_base() {
   if ! has_tag "$tag"; then
     log "python base: building $tag (mmdebstrap: python3-torch, a CPU build)"
     local w; w=$(mktemp -d "$CACHE/tmp/py.XXXX")
+    # torchrun of Debian's 1.13 under Python 3.11 fails with "'NoneType' object has no attribute
+    # 'get'": Std.from_str looks "0" up by iterating the IntFlag, and 3.11 no longer yields the
+    # zero member NONE. The one-line fix (look the value up directly) is applied to the package.
     rootfs "$PKGS_PY" "$w/rootfs.tar" \
+      --customize-hook='sed -i "s/^            v = int(v)$/            return Std(int(v))  # lattice: Python 3.11 fix/" "$1"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py' \
+      --customize-hook='grep -q "lattice: Python 3.11 fix" "$1"/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py' \
       --customize-hook='ln -sf python3 "$1"/usr/bin/python' \
       --customize-hook='mkdir -p "$1"/workspace'
     new_image "$tag" "$w/rootfs.tar"

@@ -36,6 +36,8 @@ def trainingjob(
         "kind": "TrainingJob",
         "metadata": {"name": name},
         "spec": {
+            # the pods stay after the job ends, so that worker 0's whole log can be read
+            "runPolicy": {"cleanPodPolicy": "None"},
             "minSize": size[0],
             "maxSize": size[1],
             "priority": priority,
@@ -157,9 +159,7 @@ def test_elastic_job_shrinks_for_a_higher_priority_job_and_grows_back_without_lo
 
     # A higher-priority job needs a whole node: the elastic job shrinks to 1 and carries on.
     real_cluster.apply(
-        trainingjob(
-            "urgent", size=(1, 1), priority=10, ckpt=ckpt_root / "urgent", args=["--steps", "15"]
-        ),
+        trainingjob("urgent", size=(1, 1), priority=10, ckpt=ckpt_root / "urgent", args=[]),
         namespace=ns,
     )
     wait_log(
@@ -168,7 +168,8 @@ def test_elastic_job_shrinks_for_a_higher_priority_job_and_grows_back_without_lo
     )
     assert size("elastic") == 1
 
-    # The urgent job trains its 15 steps and ends; the elastic job grows back to 2.
+    # The urgent job is told to stop and ends; the elastic job grows back to 2.
+    (ckpt_root / "urgent" / "stop").touch()
     wait_for(
         lambda: stage("urgent"), lambda s: s == "Completed", timeout=TIMEOUT, what="urgent to end"
     )
