@@ -52,13 +52,17 @@ images: deps
 	hack/images/build.sh --push
 
 # The real tier alone: a cluster with 2 real nodes (started by the session fixture, or reused).
+# LATTICE_REQUIRE_INTEGRATION=1: the run fails unless a real test passed.
 real: venv deps controlplane real-bins
-	LATTICE_REAL_NODES=$(if $(filter 0,$(LATTICE_REAL_NODES)),2,$(LATTICE_REAL_NODES)) $(BIN)/pytest tests/real -q -p no:cacheprovider
+	LATTICE_REAL_NODES=$(if $(filter 0,$(LATTICE_REAL_NODES)),2,$(LATTICE_REAL_NODES)) \
+	  LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests/real -q -p no:cacheprovider
 
-# The whole suite: lint, then every tier in one pytest run. The control plane is built if the
-# cache is empty, started by the session fixture, and stopped afterwards.
-test: venv lint controlplane helm
+# The whole suite: lint, then the unit, integration and e2e tiers in one pytest run on kwok nodes,
+# then the real tier on a cluster of its own with real kubelet nodes. The control plane is built
+# if the cache is empty, started by each session fixture, and stopped afterwards.
+test: venv lint controlplane helm deps real-bins
 	LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider --ignore=tests/real
+	$(MAKE) --no-print-directory real
 
 cluster-up: venv
 	if [ "$(LATTICE_REAL_NODES)" != 0 ]; then hack/install-deps.sh && $(CP)/build.sh real; fi

@@ -2,12 +2,12 @@
 # Installs the Debian packages that real nodes and `make images` need, skipping those present:
 #   real nodes: containerd, runc, containernetworking-plugins (CNI plugins in /usr/lib/cni)
 #   images:     mmdebstrap (rootfs from Debian packages), umoci (OCI layouts), skopeo (push),
-#               g++ and libopenmpi-dev (the MPI pi program), gcc (the pause program)
+#               g++, libopenmpi-dev and libmpich-dev (the MPI pi programs), gcc (the pause program)
 # Needs root (as CI and the real nodes do). Idempotent: a machine that has them all costs a dpkg
 # query and nothing else. `apt-get update` runs only when something must be installed.
 set -euo pipefail
 pkgs=(containerd runc containernetworking-plugins mmdebstrap umoci skopeo gcc g++ libc6-dev
-      libopenmpi-dev openmpi-bin uidmap)
+      libopenmpi-dev openmpi-bin libmpich-dev mpich)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -191,7 +191,8 @@ EOF
 start_coredns() {
   alive coredns && return
   # cluster.local (and reverse lookups) from the API; every other name is NXDOMAIN at once:
-  # nothing is forwarded anywhere.
+  # nothing is forwarded anywhere. No cache and TTL 0: a pod that just became Ready resolves at
+  # once (MPICH's hydra proxies look the launcher up once, the moment it starts them).
   cat >"$R/Corefile" <<EOF
 cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
     bind $HOST_IP
@@ -199,9 +200,8 @@ cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
     kubernetes cluster.local in-addr.arpa ip6.arpa {
         kubeconfig $KCFG lattice-local
         pods insecure
-        ttl 5
+        ttl 0
     }
-    cache 5
 }
 .:53 {
     bind $HOST_IP

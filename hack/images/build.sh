@@ -2,7 +2,8 @@
 # Builds the images that real nodes run, offline from Debian packages and PyPI wheels, and pushes
 # them into the cluster's registry mirror under the names upstream manifests use.
 #
-#   build.sh [--push] [IMAGE...]     IMAGE: pause mpi-pi torch resnet dataset-initializer mxnet
+#   build.sh [--push] [IMAGE...]     IMAGE: pause mpi-pi mpi-pi-mpich torch resnet
+#                                     dataset-initializer mxnet
 #                                     (default: all). --push copies them into the running mirror.
 #
 # How: mmdebstrap makes a Debian bookworm rootfs tarball from a package list; umoci turns it into
@@ -16,7 +17,9 @@
 #
 # Images (names as pushed; the mirror serves docker.io, ghcr.io, nvcr.io and registry.k8s.io):
 #   pause:3.10                    registry.k8s.io/pause: a static pause program (pause/pause.c)
-#   mpioperator/mpi-pi:openmpi    OpenMPI, sshd as mpiuser on 2222, /home/mpiuser/pi from source
+#   mpioperator/mpi-pi:openmpi    OpenMPI, sshd as mpiuser on 2222, /home/mpiuser/pi from source,
+#                                 and upstream's entrypoint (the launcher waits for DNS names)
+#   mpioperator/mpi-pi:mpich      the same with MPICH
 #   pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime
 #                                 Debian's CPU python3-torch (1.13) with gloo, plus `torchrun`
 #   breezeml/lattice-resnet:1.0.1 the torch image + /workspace/main.py (elastic, checkpointing)
@@ -35,7 +38,8 @@ push=0
 log() { printf '[images] %s\n' "$*" >&2; }
 
 # Debian package lists. Recommends are never installed; docs, man pages and locales are dropped.
-PKGS_MPI=openssh-server,openssh-client,openmpi-bin,libopenmpi3,ca-certificates
+PKGS_OPENMPI=openssh-server,openssh-client,openmpi-bin,libopenmpi3
+PKGS_MPICH=openssh-server,openssh-client,mpich,libmpich12
 PKGS_PY=python3,python3-torch,python3-numpy,procps,iproute2,bash
 
 # One build at a time per cache: leftovers of an interrupted build are removed first.
@@ -102,31 +106,38 @@ build_pause() {
   echo "$tag registry.k8s.io/pause:3.10"
 }
 
-build_mpi_pi() {
-  local tag; tag=mpi-pi-$(recipe_hash "$here/mpi-pi" "$PKGS_MPI")
+# mpi_pi IMPL PACKAGES COMPILER: the pi image of one MPI implementation.
+mpi_pi() {
+  local impl=$1 pkgs=$2 cxx=$3 tag
+  tag=mpi-pi-$impl-$(recipe_hash "$here/mpi-pi" "$pkgs" "$cxx")
   if ! has_tag "$tag"; then
-    log "mpi-pi: building $tag (mmdebstrap: openmpi, sshd; pi compiled with mpic++)"
+    log "mpi-pi:$impl: building $tag (mmdebstrap: $impl, sshd; pi compiled with $cxx)"
     local w; w=$(mktemp -d "$CACHE/tmp/mpi.XXXX")
-    # Compiled on the build machine against bookworm's libopenmpi-dev, the same ABI as the image's.
-    mpic++ -O2 -o "$w/pi" "$here/mpi-pi/pi.cc"
+    # Compiled on the build machine against bookworm's -dev package, the same ABI as the image's.
+    "$cxx" -O2 -o "$w/pi" "$here/mpi-pi/pi.cc"
     # As mpi-operator's build/base Dockerfile: ssh on 2222 without host-key prompts or a
     # known_hosts file (the .ssh directory is a read-only Secret), sshd run as mpiuser.
-    rootfs "$PKGS_MPI" "$w/rootfs.tar" \
+    rootfs "$pkgs" "$w/rootfs.tar" \
       --customize-hook='chroot "$1" useradd -m -u 1000 -s /bin/bash mpiuser' \
       --customize-hook='mkdir -p "$1"/var/run/sshd' \
       --customize-hook='printf "Host *\n    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n    Port 2222\n    LogLevel ERROR\n" >>"$1"/etc/ssh/ssh_config' \
       --customize-hook="upload $here/mpi-pi/sshd_config /home/mpiuser/.sshd_config" \
       --customize-hook="upload $w/pi /home/mpiuser/pi" \
+      --customize-hook="upload $here/mpi-pi/entrypoint.sh /entrypoint.sh" \
+      --customize-hook='chmod 755 "$1"/entrypoint.sh' \
       --customize-hook='chroot "$1" chown mpiuser:mpiuser /home/mpiuser/.sshd_config /home/mpiuser/pi' \
       --customize-hook='chmod 755 "$1"/home/mpiuser/pi' \
       --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*'
     new_image "$tag" "$w/rootfs.tar"
     umoci config --image "$L:$tag.tmp" --config.workingdir /home/mpiuser --config.user 1000 \
+      --config.entrypoint /entrypoint.sh \
       --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     finish "$tag"; rm -rf "$w"
   fi
-  echo "$tag docker.io/mpioperator/mpi-pi:openmpi"
+  echo "$tag docker.io/mpioperator/mpi-pi:$impl"
 }
+build_mpi_pi() { mpi_pi openmpi "$PKGS_OPENMPI" mpic++.openmpi; }
+build_mpi_pi_mpich() { mpi_pi mpich "$PKGS_MPICH" mpicxx.mpich; }
 
 # The shared Python base: Debian's CPU torch with gloo and its c10d rendezvous, plus `torchrun`
 # (a layer of its own, so that editing it does not rebuild the rootfs).
@@ -233,7 +244,7 @@ for a in "$@"; do
     *) args+=("$a") ;;
   esac
 done
-[ ${#args[@]} -gt 0 ] || args=(pause mpi-pi torch resnet dataset-initializer mxnet)
+[ ${#args[@]} -gt 0 ] || args=(pause mpi-pi mpi-pi-mpich torch resnet dataset-initializer mxnet)
 if [ $push = 1 ]; then
   eval "$(LATTICE_API_PORT=${LATTICE_API_PORT:-26443} "$repo/hack/controlplane/real-nodes.sh" env)"
   REGISTRY=$LATTICE_REGISTRY
@@ -245,6 +256,7 @@ for a in "${args[@]}"; do
   case $a in
     pause) out=$(build_pause) ;;
     mpi-pi) out=$(build_mpi_pi) ;;
+    mpi-pi-mpich) out=$(build_mpi_pi_mpich) ;;
     torch) out=$(build_torch) ;;
     resnet) out=$(build_resnet) ;;
     dataset-initializer) out=$(build_dataset_initializer) ;;
