@@ -8,8 +8,8 @@ export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
 
 .PHONY: venv lint unit integration test controlplane helm cluster-up cluster-down demo crds docs clean \
 	deps real-bins images real
-# Real kubelet nodes for `make cluster-up`, `make images` and `make real` (0: kwok nodes only).
-export LATTICE_REAL_NODES ?= 0
+# LATTICE_REAL_NODES=N: real kubelet nodes for `make cluster-up` (unset or 0: kwok nodes only);
+# `make real` uses 2 unless told otherwise; `make demo` uses 2 where this machine can run them.
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -54,18 +54,19 @@ images: deps
 # The real tier alone: a cluster with 2 real nodes (started by the session fixture, or reused).
 # LATTICE_REQUIRE_INTEGRATION=1: the run fails unless a real test passed.
 real: venv deps controlplane real-bins
-	LATTICE_REAL_NODES=$(if $(filter 0,$(LATTICE_REAL_NODES)),2,$(LATTICE_REAL_NODES)) \
+	LATTICE_REAL_NODES=$${LATTICE_REAL_NODES:-2} \
 	  LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests/real -q -p no:cacheprovider
 
 # The whole suite: lint, then the unit, integration and e2e tiers in one pytest run on kwok nodes,
 # then the real tier on a cluster of its own with real kubelet nodes. The control plane is built
 # if the cache is empty, started by each session fixture, and stopped afterwards.
 test: venv lint controlplane helm deps real-bins
-	LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider --ignore=tests/real
+	LATTICE_REAL_NODES=0 LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider \
+	  --ignore=tests/real
 	$(MAKE) --no-print-directory real
 
 cluster-up: venv
-	if [ "$(LATTICE_REAL_NODES)" != 0 ]; then hack/install-deps.sh && $(CP)/build.sh real; fi
+	if [ "$${LATTICE_REAL_NODES:-0}" != 0 ]; then hack/install-deps.sh && $(CP)/build.sh real; fi
 	$(CP)/cluster-up.sh
 
 cluster-down:

@@ -3,6 +3,9 @@
 # the operator, then the scheduler at work on four elastic TrainingJobs:
 #   A (2..4) runs at 4; B (2..4) gets the other 4; C (2..4) shrinks B to 2 and runs at 2;
 #   D (4..4, priority 10) preempts C and shrinks A to 2; deleting D gives A and C their GPUs back.
+# Where real nodes can run (root, `make deps`), it then starts 2 real kubelet nodes too and shows
+# real training: an elastic TrainingJob (torchrun, c10d, checkpoints) whose worker 0 log changes
+# world size live as a priority-10 job shrinks it and, once that job ends, it grows back.
 # The cluster stays up afterwards: `export KUBECONFIG=.cluster/kubeconfig` to explore,
 # `make cluster-down` to stop it. The operator's log is in .cluster/log/demo-operator.log.
 set -euo pipefail
@@ -10,10 +13,15 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cd "$repo"
 export LATTICE_CLUSTER_DIR=${LATTICE_CLUSTER_DIR:-$repo/.cluster}
-# Real training too, where this machine can run real nodes (root, and `make deps` done):
-# LATTICE_REAL_NODES=0 turns it off.
+# Real training too, where this machine can run real nodes (root, and `make deps` done), unless
+# a cluster without them is already running: LATTICE_REAL_NODES=0 turns it off.
+running_without_real() {
+  [ -f "$LATTICE_CLUSTER_DIR/kube-apiserver.pid" ] \
+    && kill -0 "$(cat "$LATTICE_CLUSTER_DIR/kube-apiserver.pid")" 2>/dev/null \
+    && [ ! -f "$LATTICE_CLUSTER_DIR/real-nodes-enabled" ]
+}
 if [ -z "${LATTICE_REAL_NODES:-}" ] && [ "$(id -u)" = 0 ] && command -v containerd >/dev/null \
-  && command -v runc >/dev/null && command -v mmdebstrap >/dev/null; then
+  && command -v runc >/dev/null && command -v mmdebstrap >/dev/null && ! running_without_real; then
   export LATTICE_REAL_NODES=2
 fi
 real=$(( ${LATTICE_REAL_NODES:-0} >= 2 ))
@@ -119,6 +127,7 @@ apiVersion: breezeml.ai/v1
 kind: TrainingJob
 metadata: {name: $name}
 spec:
+  runPolicy: {cleanPodPolicy: "None"}
   minSize: $min
   maxSize: $max
   priority: $prio
@@ -139,19 +148,22 @@ spec:
 EOF
   }
   # follow_until WHAT: print worker 0's new log lines (rounds, and every 10th step) until WHAT:
-  # "size N" (the current torchrun round has world size N and has trained a step) or "done".
+  # "size N" (the current torchrun round has world size N and has trained 10 steps) or "done".
+  seen=0  # log lines already shown, across calls
   follow_until() {
-    local deadline=$((SECONDS + 240)) seen=0 out last
+    local deadline=$((SECONDS + 240)) out last
     while ((SECONDS < deadline)); do
       out=$(kubectl logs -n "$rns" elastic-worker-0 2>/dev/null | grep -E '^(resumed|done|step=)' || true)
       if [ -n "$out" ]; then
-        sed -n "$((seen + 1)),\$p" <<<"$out" | grep -E '^(resumed|done)|^step=[0-9]*0 ' |
-          sed 's/^/    elastic-worker-0 | /'
+        { sed -n "$((seen + 1)),\$p" <<<"$out" | grep -E '^(resumed|done)|^step=[0-9]*0 ' |
+          sed 's/^/    elastic-worker-0 | /'; } || true
         seen=$(wc -l <<<"$out")
         last=$(grep -E '^resumed' <<<"$out" | tail -1)
         case $1 in
           done) grep -q '^done' <<<"$out" && return 0 ;;
-          *) [[ $last == *"world_size=${1#size }" && $(tail -1 <<<"$out") == step=* ]] && return 0 ;;
+          *) [[ $last == *"world_size=${1#size }" ]] \
+            && (($(awk '/^resumed/ {n = 0; next} /^step=/ {n++} END {print n + 0}' <<<"$out") >= 10)) \
+            && return 0 ;;
         esac
       fi
       sleep 1
@@ -170,6 +182,7 @@ EOF
   follow_until "size 2"
   touch "$data/elastic/stop"
   follow_until done
+  kubectl wait -n "$rns" tj/elastic --for=jsonpath='{.status.stage}'=Completed --timeout=60s >/dev/null
   kubectl get tj -n "$rns" -o custom-columns='NAME:.metadata.name,STAGE:.status.stage,SIZE:.status.currentSize,PRIORITY:.spec.priority'
 fi
 echo
