@@ -6,18 +6,25 @@ BIN := $(VENV)/bin
 CP := hack/controlplane
 export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
 
-.PHONY: venv lint unit integration test controlplane helm cluster-up cluster-down demo crds docs clean \
+.PHONY: venv lock lint unit integration test controlplane helm cluster-up cluster-down demo crds docs k8s-schema upstream-manifests check-upstream clean \
 	deps real-bins images real
 # LATTICE_REAL_NODES=N: real kubelet nodes for `make cluster-up` (unset or 0: kwok nodes only);
 # `make real` uses 2 unless told otherwise; `make demo` uses 2 where this machine can run them.
 
+# The venv installs exactly requirements-dev.lock (every file checked against its sha256), then
+# the package itself without build isolation (its build backend is in the lock too): the same
+# bytes on every machine and in CI. pip alone does it; no other tool is needed.
 venv: $(VENV)/.installed
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements-dev.lock
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 required"'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e ".[dev]"
+	$(BIN)/pip install -q --disable-pip-version-check --require-hashes --no-deps -r requirements-dev.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $@
+
+# Regenerate requirements{,-build,-dev}.lock from pyproject.toml (after changing a dependency).
+lock: venv
+	hack/lock.sh
 
 lint: venv
 	$(BIN)/ruff check src tests bench hack
@@ -75,6 +82,28 @@ cluster-down:
 crds: venv
 	$(BIN)/lattice crds --output deploy/crds
 	cp deploy/crds/*_*.yaml deploy/helm/lattice-operator/crds/
+
+# The Kubernetes schemas the CRDs embed (pod templates, Job specs ...), refreshed from the running
+# local control plane (make cluster-up); `make crds` reads only the committed snapshot.
+K8S_OPENAPI := /openapi/v3/api/v1 /openapi/v3/apis/batch/v1 /openapi/v3/apis/autoscaling/v2
+k8s-schema: venv
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && i=0 && \
+	for path in $(K8S_OPENAPI); do \
+	  i=$$((i+1)); PATH="$$($(CP)/build.sh paths | paste -sd: -):$$PATH" \
+	    kubectl --kubeconfig "$(LATTICE_CLUSTER_DIR)/kubeconfig" get --raw "$$path" > "$$tmp/$$i.json"; \
+	done && $(BIN)/python -c 'import sys; from lattice.api.k8s_schema import main; sys.exit(main(sys.argv[1:]))' "$$tmp"/*.json
+
+# The official upstream runtimes and examples for tests/upstream/test_crd_upstream.py, copied
+# (never downloaded) from local git mirrors: UPSTREAM_MIRROR/<owner>+<name>[/repo].
+# `make test` does not collect tests/upstream (CI has no mirrors); `make check-upstream` runs it.
+UPSTREAM_MANIFESTS ?= $(CURDIR)/.upstream-manifests
+upstream-manifests: venv
+	@test -n "$(UPSTREAM_MIRROR)" || { echo "set UPSTREAM_MIRROR to a folder of git mirrors, <owner>+<name>[/repo]"; exit 2; }
+	$(BIN)/python -m tests.upstream.upstream_manifests --mirror $(UPSTREAM_MIRROR) \
+	  --output $(UPSTREAM_MANIFESTS)
+
+check-upstream: upstream-manifests controlplane
+	LATTICE_UPSTREAM_MANIFESTS=$(UPSTREAM_MANIFESTS) $(BIN)/pytest tests/upstream -q -p no:cacheprovider
 
 # docs/api-reference.md and docs/configuration.md are generated; unit tests check they are fresh.
 docs: venv

@@ -15,7 +15,8 @@ as ``python bench/<name>.py``: the script's folder is first on ``sys.path``, so
   ``lattice run`` command, bare pods; a list+watch (``Watcher``, ``PodWatch``);
 - the throughput measurement of ``bench_throughput`` and ``bench_trainingjob_throughput``
   (``ceiling``, ``mix_ceiling``, ``workload``, ``report``);
-- ``apply_merge_patch``: RFC 7386, for in-memory fakes of the apiserver.
+- the repository root on ``sys.path``, so that the benches share ``tests.support`` (builders,
+  patches, fakes) with the unit tests.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ from lattice.kube.resources import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # the benches share tests.support with the unit tests
+    sys.path.insert(1, str(REPO))
+
 RUN = Path(os.environ.get("LATTICE_CLUSTER_DIR", REPO / ".cluster"))
 POOL_LABEL = "lattice.bench/pool"
 JOB_LABEL = "training.kubeflow.org/job-name"
@@ -128,22 +132,6 @@ def proc_status(pid: int | str = "self") -> dict[str, float]:
             out[key] = int(rest.split()[0]) / 1024
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     out["cpu"] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return out
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: ``target`` with the JSON merge patch ``patch`` applied (``target`` unchanged).
-
-    ``lattice.runtime.status.merge_patch`` is the other direction: the patch between two objects.
-    """
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = apply_merge_patch(out.get(k), v)
     return out
 
 

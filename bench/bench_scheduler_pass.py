@@ -28,9 +28,12 @@ import sys
 import time
 from typing import Any
 
-import bench_scheduler_load as load
+from schedload.common import GPU, MANAGED, print_setup
+from schedload.fake import FakeApi, WorldClock, filled, until
+from schedload.world import MemWorld
 
 from lattice.cli import GC_THRESHOLDS
+from lattice.clock import RealClock
 
 DEFAULT_THRESHOLDS = (700, 10, 10)
 #: The ticker's sleep: its wake-ups come this late when the event loop is busy.
@@ -45,28 +48,26 @@ async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[s
     from lattice.runtime.logs import configure_logging
 
     configure_logging(level="warning", fmt="json")
-    world = load.MemWorld(jobs, pods, 8, 10, 9)
-    fake = load.FakeApi(world)
-    settings = Settings(
-        scheduling_unit=load.GPU, metrics_addr="127.0.0.1:0", probe_addr="127.0.0.1:0"
-    )
-    op = Operator(settings, fake, clock=load.WorldClock(world.now), registry=CollectorRegistry())
+    world = MemWorld(jobs, pods, 8, 10, 9)
+    fake = FakeApi(world)
+    settings = Settings(scheduling_unit=GPU, metrics_addr="127.0.0.1:0", probe_addr="127.0.0.1:0")
+    op = Operator(settings, fake, clock=WorldClock(world.now), registry=CollectorRegistry())
     op.informers.start()
     op.recorder.start()
     await op.informers.wait_synced()
     tj = op.jobs["TrainingJob"]
     parts: list[tuple[Any, tuple[str, str], int]] = [
         (op.nodes, ("nodes", ""), world.nodes),
-        (op.foreign_pods, ("pods", f"!{load.MANAGED}"), world.nodes),
+        (op.foreign_pods, ("pods", f"!{MANAGED}"), world.nodes),
         (tj, ("trainingjobs", ""), world.jobs),
-        (op.pods, ("pods", load.MANAGED), world.pods),
+        (op.pods, ("pods", MANAGED), world.pods),
     ]
     for informer, key, want in parts:
         fake.stream(key)
-        await load.until(load._filled(informer.store, key, want, fake))
+        await until(filled(informer.store, key, want, fake))
     await op.scheduler.run_once()
     fake.deliver_patched()
-    await load.until(lambda: not fake.pending(("trainingjobs", "")))
+    await until(lambda: not fake.pending(("trainingjobs", "")))
     await op.scheduler.run_once()
 
     spent: list[float] = []
@@ -83,7 +84,7 @@ async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[s
     async def ticker() -> None:
         while True:
             t = time.perf_counter()
-            await asyncio.sleep(TICK)
+            await RealClock().sleep(TICK)
             lags.append(time.perf_counter() - t - TICK)
 
     op.scheduler.decide_in_thread = in_thread
@@ -96,7 +97,7 @@ async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[s
         times.append(time.perf_counter() - t)
         # A pass with nothing to write never yields: let the ticker wake (and log the stall)
         # before the next pass starts.
-        await asyncio.sleep(2 * TICK)
+        await RealClock().sleep(2 * TICK)
     ticking.cancel()
     gc.callbacks.remove(on_gc)
     lags.sort()
@@ -143,7 +144,7 @@ def main() -> int:
         result = child(a.jobs, a.pods, a.passes, in_thread=a.core == "thread")
         print(json.dumps(asyncio.run(result)))
         return 0
-    load.print_setup(f"{a.jobs} TrainingJobs, {a.pods} pods, {a.passes} timed passes per mode")
+    print_setup(f"{a.jobs} TrainingJobs, {a.pods} pods, {a.passes} timed passes per mode")
     rows = {
         "default GC, core in thread": run_mode(DEFAULT_THRESHOLDS, a),
         "raised GC, core in thread": run_mode(GC_THRESHOLDS, a),

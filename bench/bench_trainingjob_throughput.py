@@ -405,7 +405,7 @@ async def main() -> None:
                     print(f"  [peer] CRD wait {attempt + 1}/3 failed: {exc.stderr.strip()}")
                     if attempt == 2:
                         raise
-                    await asyncio.sleep(2)
+                    await clock.sleep(2)
             ns = await namespaces.new("ptj")
             await client.create(SECRETS, {"metadata": {"name": WEBHOOK_SECRET}}, namespace=ns)
             mport, pport, wport = free_port(), free_port(), free_port()

@@ -24,7 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from lattice.clock import RealClock
+from lattice.clock import RealClock, yield_now
 from lattice.runtime.workqueue import QueueShutDown, WorkQueue
 
 __all__ = ["main"]
@@ -74,7 +74,7 @@ async def baseline(items: int, workers: int, *, streaming: bool) -> int:
             if key is None:
                 queue.task_done()
                 return
-            await asyncio.sleep(0)
+            await yield_now()
             processed += 1
             queue.task_done()
 
@@ -83,7 +83,7 @@ async def baseline(items: int, workers: int, *, streaming: bool) -> int:
             for key in range(start, min(start + BATCH, items)):
                 queue.put_nowait(key)
             if streaming:
-                await asyncio.sleep(0)
+                await yield_now()
         for _ in range(workers):
             queue.put_nowait(None)
 
@@ -110,7 +110,7 @@ async def workqueue(items: int, workers: int, *, streaming: bool, metrics: bool 
                 key = await queue.get()
             except QueueShutDown:
                 return
-            await asyncio.sleep(0)
+            await yield_now()
             processed += 1
             queue.done(key)
 
@@ -119,7 +119,7 @@ async def workqueue(items: int, workers: int, *, streaming: bool, metrics: bool 
             for key in range(start, min(start + BATCH, items)):
                 queue.add(key)
             if streaming:
-                await asyncio.sleep(0)
+                await yield_now()
         queue.shutdown()  # queued keys are still handed out; then workers get QueueShutDown
 
     if not streaming:

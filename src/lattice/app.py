@@ -10,10 +10,14 @@ It wires, in this order:
    ``ObjectInfo``, selected by our label), and our ConfigMaps, Secrets and batch Jobs (raw
    without ``managedFields``; plugins read their contents);
 3. the probes and metrics server, served by every replica; ``/readyz`` turns 200 once every
-   informer has synced;
+   informer has synced, and 503 again while a list/watch fails for longer than
+   ``--watch-failure-timeout``;
 4. leader election (optional): only the leader runs controllers and the scheduler;
 5. graceful shutdown on SIGTERM/SIGINT: stop taking work, drain in-flight reconciles within
    ``shutdown_timeout``, release the lease, exit 0.
+
+With ``--namespaces`` every namespaced list/watch is per namespace (nothing needs cluster-wide
+rights but Nodes, PriorityClasses and ClusterTrainingRuntimes: ``deploy/namespaced``).
 
 Per-kind reconcilers and the scheduler loop register through ``Operator.add_runnable``.
 """
@@ -25,20 +29,20 @@ import contextlib
 import os
 import signal
 import socket
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from lattice.api import constants
 from lattice.clock import Clock, RealClock
 from lattice.config import Settings
-from lattice.controllers.job import JobReconciler
-from lattice.frameworks.base import MANAGED_LABEL
+from lattice.controllers.job import JobReconciler, kube_resource
+from lattice.frameworks.base import MANAGED_LABEL, JobPlugin, ReadsRuntimes
 from lattice.frameworks.registry import PLUGINS
 from lattice.kube import KubeClient, Resource
 from lattice.kube.client import connect
+from lattice.kube.impersonation import KubeconfigError, who_am_i
 from lattice.kube.resources import (
     BATCH_JOBS,
     CONFIGMAPS,
@@ -51,7 +55,7 @@ from lattice.kube.resources import (
 from lattice.runtime.controller import Controller
 from lattice.runtime.events import EventRecorder
 from lattice.runtime.expectations import Expectations
-from lattice.runtime.informer import InformerFactory
+from lattice.runtime.informer import Informer, InformerFactory
 from lattice.runtime.leader import LeaderElector
 from lattice.runtime.metrics import Metrics
 from lattice.runtime.projections import (
@@ -69,18 +73,21 @@ from lattice.runtime.projections import (
 )
 from lattice.runtime.ratelimit import RateLimitingQueue
 from lattice.runtime.server import ProbeServer
-from lattice.scheduler.loop import RESIZE_BAND, ContextSource, SchedulerLoop, scheduler_config
+from lattice.scheduler.loop import (
+    RESIZE_BAND,
+    ContextSource,
+    LoopServices,
+    LoopSources,
+    SchedulerLoop,
+    scheduler_config,
+)
 
 __all__ = ["JOB_RESOURCES", "MANAGED_LABEL", "Operator", "run"]
 
 log = structlog.get_logger(__name__)
 
-JOB_RESOURCES: dict[str, Resource] = {
-    "TrainingJob": Resource(constants.GROUP_BREEZEML, "v1", "trainingjobs", "TrainingJob"),
-    "MPIJob": Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
-    "MXJob": Resource("kubeflow.org", "v1", "mxjobs", "MXJob"),
-    "TrainJob": Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"),
-}
+#: Each plugin's custom resource, by kind (the registry names the kinds, not this module).
+JOB_RESOURCES: dict[str, Resource] = {p.resource.kind: kube_resource(p) for p in PLUGINS}
 RUNTIME_RESOURCES: tuple[Resource, ...] = (
     Resource("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime"),
     Resource(
@@ -94,9 +101,6 @@ RUNTIME_RESOURCES: tuple[Resource, ...] = (
 
 Runnable = Callable[[], Coroutine[Any, Any, None]]
 Obj = dict[str, Any]
-#: Seconds a reconciler leaves a new job to the scheduler's first decision before marking it
-#: Created anyway (``JobReconciler._awaits_scheduler``); a pass takes well under one.
-FIRST_DECISION_WAIT = 5.0
 
 
 class Operator:
@@ -152,6 +156,7 @@ class Operator:
         self.foreign_pods = self.informers.informer(
             PODS,
             transform=foreign_pod_usage,
+            namespaces=ns,
             label_selector=f"!{MANAGED_LABEL}",
             field_selector=FOREIGN_POD_FIELD_SELECTOR,
         )
@@ -203,7 +208,6 @@ class Operator:
                 recorder=self.recorder,
                 metrics=self.metrics,
                 others=self.children,
-                first_decision_wait=FIRST_DECISION_WAIT,
             )
             name = kind.lower()
             queue = RateLimitingQueue[str](
@@ -228,22 +232,26 @@ class Operator:
             self.controllers[kind] = controller
             self.add_runnable(name, controller.run)
         self.scheduler = SchedulerLoop(
-            client=client,
-            clock=self.clock,
-            metrics=self.metrics,
-            recorder=self.recorder,
             plugins=plugins,
-            jobs={k: self.jobs[k] for k in plugins},
-            pods=self.pods,
-            foreign_pods=self.foreign_pods,
-            nodes=self.nodes,
-            context=self.context,
+            sources=LoopSources(
+                jobs={k: self.jobs[k] for k in plugins},
+                pods=self.pods,
+                foreign_pods=self.foreign_pods,
+                nodes=self.nodes,
+                pins=self.children["ConfigMap"][1],
+            ),
+            services=LoopServices(
+                client=client,
+                clock=self.clock,
+                metrics=self.metrics,
+                recorder=self.recorder,
+                context=self.context,
+            ),
             config=scheduler_config(settings),
-            pins=self.children["ConfigMap"][1],
         )
         self.add_runnable("scheduler", self.scheduler.run)
         self.add_runnable("events", self._run_recorder)
-        self._watch_runtimes()
+        self._watch_runtimes(plugins)
 
     def _job_priority(self, kind: str) -> Callable[[str], int]:
         """Reconciles run in job priority order (as the scheduler last saw it), so a
@@ -254,29 +262,30 @@ class Operator:
 
         return priority
 
-    def _watch_runtimes(self) -> None:
-        """A runtime added, changed or deleted re-enqueues the TrainJobs naming it (a job waiting
-        for its runtime starts once it exists: level-triggered) and wakes the scheduler, which
-        skips TrainJobs whose runtime is not ready."""
-        controller = self.controllers.get("TrainJob")
-        jobs = self.jobs.get("TrainJob")
-        if controller is None or jobs is None:
-            return
+    def _watch_runtimes(self, plugins: Mapping[str, JobPlugin[Any]]) -> None:
+        """A runtime added, changed or deleted re-enqueues the jobs naming it, of every kind whose
+        plugin ``ReadsRuntimes`` (a job waiting for its runtime starts once it exists:
+        level-triggered), and wakes the scheduler, which skips jobs whose runtime is not ready."""
+        for kind, plugin in plugins.items():
+            if isinstance(plugin, ReadsRuntimes):
+                handler = self._runtime_handler(plugin, self.controllers[kind], self.jobs[kind])
+                for informer in self.runtimes:
+                    informer.add_handler(handler)
 
+    def _runtime_handler(
+        self, plugin: ReadsRuntimes, controller: Controller, jobs: Informer[Obj]
+    ) -> Callable[[str, Obj | None, Obj | None], None]:
         def on_runtime(event: str, old: Obj | None, new: Obj | None) -> None:
             del event
-            obj = new if new is not None else old
-            if obj is None:
+            runtime = new if new is not None else old
+            if runtime is None:
                 return
-            name = (obj.get("metadata") or {}).get("name")
             for key, job in jobs.store.items():
-                ref = (job.get("spec") or {}).get("runtimeRef") or {}
-                if ref.get("name") == name:
+                if plugin.names_runtime(job, runtime):
                     controller.enqueue(key)
             self.scheduler.trigger()
 
-        for informer in self.runtimes:
-            informer.add_handler(on_runtime)
+        return on_runtime
 
     async def _run_recorder(self) -> None:
         self.recorder.start()
@@ -291,7 +300,12 @@ class Operator:
 
     @property
     def ready(self) -> bool:
-        return self.informers.has_synced
+        return not self.unready()
+
+    def unready(self) -> list[str]:
+        """Why ``/readyz`` answers 503: caches not synced, or watches failing too long."""
+        reasons = [f"{i.name}: not synced" for i in self.informers.informers if not i.has_synced]
+        return reasons + self.informers.failing(longer_than=self.settings.watch_failure_timeout)
 
     async def _lead(self) -> None:
         log.info("operator.leading", runnables=[n for n, _ in self._runnables])
@@ -319,7 +333,7 @@ class Operator:
         s = self.settings
         server = ProbeServer(
             registry=self.metrics.registry,
-            ready=lambda: self.ready,
+            unready=self.unready,
             clock=self.clock,
             metrics_addr=s.metrics_addr,
             probe_addr=s.probe_addr,
@@ -328,6 +342,8 @@ class Operator:
         log.info("operator.serving", addresses=server.bound, kinds=list(s.enabled_kinds))
         self.informers.start()
         code = 0
+        # A standby exports 0, and a process without leader election leads from the start.
+        self.metrics.leader.labels(s.leader_election_id).set(0 if s.leader_elect else 1)
         try:
             if s.leader_elect:
                 identity = s.pod_name or f"{socket.gethostname()}_{os.getpid()}"
@@ -385,15 +401,26 @@ async def run(settings: Settings) -> int:
             if metrics_holder:
                 metrics_holder[0].throttled(verb=verb, seconds=seconds)
 
-    client = await connect(
-        kubeconfig=settings.kubeconfig,
-        context=settings.context,
-        token_path=os.path.join(settings.service_account_dir, "token"),
-        ca_path=os.path.join(settings.service_account_dir, "ca.crt"),
-        qps=settings.qps,
-        burst=settings.burst,
-        clock=clock,
-        observer=_Observer(),
+    try:
+        client = await connect(
+            kubeconfig=settings.kubeconfig,
+            context=settings.context,
+            token_path=os.path.join(settings.service_account_dir, "token"),
+            ca_path=os.path.join(settings.service_account_dir, "ca.crt"),
+            qps=settings.qps,
+            burst=settings.burst,
+            clock=clock,
+            observer=_Observer(),
+        )
+    except KubeconfigError as exc:
+        log.error("operator.bad_kubeconfig", error=str(exc))
+        return 2
+    identity = await who_am_i(client)
+    log.info(
+        "operator.identity",
+        user=(identity or {}).get("username", "<unknown>"),
+        groups=(identity or {}).get("groups", []),
+        impersonating=client.impersonation.user if client.impersonation else None,
     )
     op = Operator(settings, client, clock=clock, events_client=client.with_own_limit())
     metrics_holder.append(op.metrics)

@@ -4,7 +4,10 @@ Subcommands:
 - ``lattice crds``: write (or ``--check``) the CRD YAML generated from the API models.
 - ``lattice run``: the operator process (flags and env in ``lattice.config``).
 - ``lattice simulate``: replay a trace through the scheduler core (flags in ``lattice.sim.cli``).
-- ``lattice version``: print the version.
+- ``lattice version`` (or ``lattice --version``): print the version.
+
+Invalid settings exit 2 with one line per problem, naming the flag or environment variable,
+the value and the rule (:class:`lattice.config.SettingsError`).
 
 Each subcommand is a small function; the operator process (``lattice run``) and the trace
 simulator (``lattice simulate``) register here as they land.
@@ -50,16 +53,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import asyncio
     import gc
 
-    from pydantic import ValidationError
-
     from lattice import app
-    from lattice.config import load_settings
+    from lattice.config import SettingsError, load_settings
     from lattice.runtime.logs import configure_logging
 
     try:
         settings = load_settings(args)
-    except (ValidationError, ValueError) as exc:
-        print(f"lattice run: invalid settings: {exc}", file=sys.stderr)
+    except SettingsError as exc:
+        print("lattice run: invalid settings:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
         return 2
     configure_logging(level=settings.log_level, fmt=settings.log_format)
     gc.set_threshold(*GC_THRESHOLDS)
@@ -67,13 +70,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
+    from lattice.clock import RealClock
     from lattice.sim import cli as sim_cli
 
-    return sim_cli.main(args)
+    progress = sim_cli.Progress(stream=sys.stderr, monotonic=RealClock().monotonic)
+    return sim_cli.main(args, progress=progress)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="lattice", description="Lattice training-job operator")
+    p.add_argument("--version", action="version", version=f"lattice {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="run the operator")

@@ -5,20 +5,34 @@ set it; the seed operator's names (``RESOURCE_SCHEDULING_UNIT``, ``LATTICE_JOB_N
 ``RDZV_BACKEND``, ``RDZV_SERVICE_ENDPOINT``, ``RDZV_SERVICE_PORT``, ``ADDONS_CHECKPOINT_TYPE``,
 ``CHECKPOINT_SERVICE_ENDPOINT``, ``CHECKPOINT_SERVICE_PORT``) keep working. ``add_arguments`` adds
 the flags to an argparse parser and ``load_settings`` merges the three sources; the configuration
-reference in the docs is generated from ``FIELDS``.
+reference in the docs is generated from ``FIELDS``. Durations parse with
+:func:`lattice.durations.parse_seconds` (seconds or Go durations). Bad input raises
+:class:`SettingsError`, one line per problem naming the flag or environment variable it came
+from, the value and the rule (``--resize-interval=-5: must be greater than or equal to 0``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-__all__ = ["FIELDS", "KINDS", "SettingDoc", "Settings", "add_arguments", "load_settings"]
+from lattice.durations import parse_seconds
+
+__all__ = [
+    "FIELDS",
+    "KINDS",
+    "SettingDoc",
+    "Settings",
+    "SettingsError",
+    "add_arguments",
+    "load_settings",
+]
 
 KINDS: tuple[str, ...] = ("TrainingJob", "MPIJob", "MXJob", "TrainJob")
 
@@ -54,6 +68,11 @@ class Settings(BaseModel):
     renew_deadline: float = Field(10.0, gt=0, description="leader renew deadline")
     retry_period: float = Field(2.0, gt=0, description="leader election retry period")
     shutdown_timeout: float = Field(20.0, gt=0, description="bound on draining reconciles")
+    watch_failure_timeout: float = Field(
+        30.0,
+        gt=0,
+        description="/readyz answers 503 once a list/watch has been failing this long",
+    )
     pod_name: str = Field("", description="this pod's name (leader identity, event source)")
     pod_namespace: str = Field("", description="this pod's namespace")
     # --- scheduling (seed names kept)
@@ -68,8 +87,14 @@ class Settings(BaseModel):
     pending_timeout: float = Field(300.0, gt=0, description="pods pending this long requeue a job")
     cooldown_base: float = Field(60.0, gt=0, description="first requeue cooldown")
     cooldown_max: float = Field(10800.0, gt=0, description="cap of the exponential cooldown")
-    starvation_limit: float = Field(
-        259200.0, gt=0, description="LAS aging: queued this long ago -> served after band 0, FCFS"
+    slowdown_limit: float = Field(
+        4.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="LAS starvation guard: time queued >= this x service time -> promoted, FCFS",
+    )
+    starvation_limit: float | None = Field(
+        None, gt=0, description="deprecated and ignored (the fixed aging limit): use slowdown_limit"
     )
     # --- pod environment (seed names kept)
     rdzv_backend: str = Field("", description="rendezvous backend; `etcd` selects etcd-v2")
@@ -78,6 +103,18 @@ class Settings(BaseModel):
     checkpoint_type: str = Field("remote", description="checkpoint addon type")
     checkpoint_service_endpoint: str = Field("", description="checkpoint service host")
     checkpoint_service_port: str = Field("", description="checkpoint service port")
+
+    @field_validator("starvation_limit")
+    @classmethod
+    def _deprecated_starvation_limit(cls, v: float | None) -> float | None:
+        if v is not None:
+            warnings.warn(
+                "--starvation-limit (LATTICE_STARVATION_LIMIT) is deprecated and ignored: the "
+                "fixed aging limit was replaced by --slowdown-limit (LATTICE_SLOWDOWN_LIMIT)",
+                FutureWarning,
+                stacklevel=2,
+            )
+        return v
 
     @field_validator("enabled_kinds")
     @classmethod
@@ -120,6 +157,7 @@ FIELDS: tuple[SettingDoc, ...] = (
     _doc("renew_deadline", "LATTICE_RENEW_DEADLINE"),
     _doc("retry_period", "LATTICE_RETRY_PERIOD"),
     _doc("shutdown_timeout", "LATTICE_SHUTDOWN_TIMEOUT"),
+    _doc("watch_failure_timeout", "LATTICE_WATCH_FAILURE_TIMEOUT"),
     _doc("service_account_dir", "LATTICE_SERVICE_ACCOUNT_DIR"),
     _doc("pod_name", "POD_NAME"),
     _doc("pod_namespace", "POD_NAMESPACE"),
@@ -130,6 +168,7 @@ FIELDS: tuple[SettingDoc, ...] = (
     _doc("pending_timeout", "LATTICE_PENDING_TIMEOUT"),
     _doc("cooldown_base", "LATTICE_COOLDOWN_BASE"),
     _doc("cooldown_max", "LATTICE_COOLDOWN_MAX"),
+    _doc("slowdown_limit", "LATTICE_SLOWDOWN_LIMIT"),
     _doc("starvation_limit", "LATTICE_STARVATION_LIMIT"),
     _doc("rdzv_backend", "RDZV_BACKEND"),
     _doc("rdzv_service_endpoint", "RDZV_SERVICE_ENDPOINT"),
@@ -168,40 +207,12 @@ def _parse_env(field: str, raw: str) -> Any:
     return raw
 
 
-def _parse_duration(raw: Any) -> Any:
-    """Accept plain seconds or Go-style durations such as ``5m``, ``1h30m``, ``250ms``."""
-    if not isinstance(raw, str):
-        return raw
-    text = raw.strip()
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    total, num = 0.0, ""
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch.isdigit() or ch == ".":
-            num += ch
-            i += 1
-            continue
-        unit = "ms" if text.startswith("ms", i) else ch
-        if unit not in units or not num:
-            raise ValueError(f"invalid duration {raw!r}")
-        total += float(num) * units[unit]
-        num = ""
-        i += len(unit)
-    if num:
-        raise ValueError(f"invalid duration {raw!r}: missing unit")
-    return total
-
-
 _DURATIONS = {
     "lease_duration",
     "renew_deadline",
     "retry_period",
     "shutdown_timeout",
+    "watch_failure_timeout",
     "resize_interval",
     "pending_timeout",
     "cooldown_base",
@@ -210,25 +221,61 @@ _DURATIONS = {
 }
 
 
+class SettingsError(ValueError):
+    """Invalid settings: ``problems`` has one line per bad value, naming where it came from."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = tuple(problems)
+
+
+def _rule(error: Mapping[str, Any]) -> str:
+    """pydantic's message as a rule: ``Input should be ...`` -> ``must be ...``."""
+    msg = str(error.get("msg") or "is invalid")
+    for prefix, plain in (("Input should be", "must be"), ("Value error, ", "")):
+        if msg.startswith(prefix):
+            msg = plain + msg[len(prefix) :]
+    if msg.startswith("Extra inputs are not permitted"):
+        return "is not a setting"
+    return msg.strip()
+
+
 def load_settings(
     args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None
 ) -> Settings:
-    """Defaults, then the environment, then flags; raises ValidationError on bad input."""
+    """Defaults, then the environment, then flags; raises :class:`SettingsError` on bad input."""
     environ = os.environ if env is None else env
     values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    problems: list[str] = []
     for doc in FIELDS:
         for name in doc.env:
             if environ.get(name):
                 values[doc.field] = _parse_env(doc.field, environ[name])
+                origin[doc.field] = f"{name}={environ[name]}"
                 break
         flag_value = getattr(args, doc.field, None) if args is not None else None
         if flag_value is not None:
             values[doc.field] = (
                 _parse_env(doc.field, flag_value) if isinstance(flag_value, str) else flag_value
             )
+            origin[doc.field] = f"{doc.flag}={flag_value}"
         if doc.field in _DURATIONS and doc.field in values:
-            values[doc.field] = _parse_duration(values[doc.field])
-    return Settings.model_validate(values)
+            try:
+                values[doc.field] = parse_seconds(values[doc.field])
+            except ValueError as exc:
+                problems.append(f"{origin[doc.field]}: {exc}")
+                del values[doc.field]
+    try:
+        settings = Settings.model_validate(values)
+    except ValidationError as exc:
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else ""
+            where = origin.get(field, field or "settings")
+            problems.append(f"{where}: {_rule(error)}")
+    if problems:
+        raise SettingsError(problems)
+    return settings
 
 
 def env_names(fields: Sequence[SettingDoc] = FIELDS) -> dict[str, str]:

@@ -42,8 +42,11 @@ seed operator used (`RESOURCE_SCHEDULING_UNIT`, `LATTICE_JOB_NODE_SELECTOR_PATH`
 - **Lists** (`--namespaces`, `--enabled-kinds`) are comma-separated: `--namespaces=team-a,team-b`.
 - **Booleans** are `--flag` / `--no-flag`; in the environment `1`, `true`, `yes` and `on` mean
   true and anything else false.
-- **Durations** are seconds (`90`, `0.5`) or Go-style durations (`250ms`, `5m`, `1h30m`).
-- Invalid values stop `lattice run` with exit code 2 and a message naming the setting.
+- **Durations** are seconds (`90`, `0.5`) or Go durations (`250ms`, `5m`, `1h30m`; also `d`
+  and `w`), parsed by durationpy.
+- Invalid values stop `lattice run` with exit code 2 and one line per problem naming the flag or
+  environment variable, the value and the rule (`--resize-interval=-5: must be greater than or
+  equal to 0`).
 - The node-selector file (`--node-selector-path`) holds one `key=value` pair per line; blank
   lines and lines starting with `#` are skipped.
 

@@ -102,6 +102,21 @@ class OperatorProcess:
         return "\n".join(parts)
 
 
+@contextlib.contextmanager
+def explained(*ops: OperatorProcess) -> Iterator[None]:
+    """On any failure inside, print the log of each operator process, then re-raise.
+
+    The one way e2e tests show what the operator did when an assertion (or a wait) fails."""
+    try:
+        yield
+    except BaseException:
+        for op in ops:
+            pid = op.popen.pid if op.popen else None
+            print(f"--- operator log (pid {pid}, {op.starts} start(s), last 6000 chars each)")
+            print(op.logs())
+        raise
+
+
 @pytest.fixture
 def operator(crds_installed: Cluster, namespace: str, pool: Pool, tmp_path: Path) -> Iterator[Any]:
     """``operator(*flags)`` starts the operator for this test's namespace and pool."""

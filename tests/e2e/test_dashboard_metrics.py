@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import OperatorProcess, Pool
+from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_lifecycle import metrics_of
-from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World, trainingjob
+from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import REPO, Cluster
 from tests.support.wait import wait_for
 
@@ -145,7 +146,7 @@ def test_every_dashboard_metric_is_exported_by_a_running_operator(
         namespace,
     )
     world = World(crds_installed, namespace)
-    try:
+    with explained(op):
         world.apply(trainingjob("one", min_size=2, max_size=4))
         world.expect({"one": 4}, what="one job is scheduled and runs")
         exported = wait_for(
@@ -158,6 +159,3 @@ def test_every_dashboard_metric_is_exported_by_a_running_operator(
         for name in used:
             if name.endswith("_bucket"):
                 assert exported[name] == "histogram", f"{name} is not a histogram's bucket"
-    except AssertionError:
-        print(op.logs())
-        raise

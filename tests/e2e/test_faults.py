@@ -26,7 +26,6 @@ import os
 import signal
 import ssl
 import subprocess
-import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -38,9 +37,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.e2e.conftest import OperatorProcess, Pool
+from lattice.clock import RealClock
+from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_lifecycle import metrics_of, samples
-from tests.e2e.test_trainingjob_scheduling import GPU, World, trainingjob
+from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import REPO, Cluster, KubectlError
 from tests.support.fault_proxy import FaultProxy, Faults
 from tests.support.wait import wait_for
@@ -50,6 +51,8 @@ FUZZ_EXAMPLES = int(os.environ.get("LATTICE_FUZZ_EXAMPLES", "60"))
 FLAGS = (f"--scheduling-unit={GPU}", "--resize-interval=0")
 JOB_NAME = "training.kubeflow.org/job-name"
 PKI = REPO / ".cluster" / "pki"
+
+_CLOCK = RealClock()
 
 
 def n_jobs(base: int) -> int:
@@ -143,17 +146,6 @@ def healthz(op: OperatorProcess) -> int:
         return 0
 
 
-@contextlib.contextmanager
-def dump_logs_on_failure(*ops: OperatorProcess) -> Iterator[None]:
-    try:
-        yield
-    except BaseException:
-        for op in ops:
-            print(f"--- operator {op.args[:0]} pid={op.popen.pid if op.popen else None}")
-            print(op.logs())
-        raise
-
-
 # --- 1. SIGKILL during a burst ------------------------------------------------------------------
 
 
@@ -165,7 +157,7 @@ def test_sigkill_during_burst_no_duplicates_no_orphans(
     op: OperatorProcess = operator(*FLAGS)
     world = World(crds_installed, namespace)
     names = [f"burst-{i:04d}" for i in range(n)]
-    with dump_logs_on_failure(op):
+    with explained(op):
         apply_burst(crds_installed, namespace, names)
         # kill while the operator is part-way through the burst
         created = wait_for(
@@ -247,11 +239,11 @@ def test_apiserver_and_etcd_restart_operator_recovers(
     pid = op.popen.pid
     world = World(crds_installed, namespace)
     before = [f"pre-{i}" for i in range(4)]
-    with dump_logs_on_failure(op):
+    with explained(op):
         apply_burst(crds_installed, namespace, before)
         wait_all_running(world, before, what="jobs Running before the restarts")
         for component, job in (("kube-apiserver", "after-api"), ("etcd", "after-etcd")):
-            t0 = time.monotonic()
+            t0 = _CLOCK.monotonic()
             try:
                 restart_component(crds_installed, component)
             finally:
@@ -261,7 +253,7 @@ def test_apiserver_and_etcd_restart_operator_recovers(
                     interval=0.5,
                     what=f"apiserver /readyz after restarting {component}",
                 )
-            print(f"{component} restarted, apiserver ready in {time.monotonic() - t0:.1f}s")
+            print(f"{component} restarted, apiserver ready in {_CLOCK.monotonic() - t0:.1f}s")
             world.apply(trainingjob(job, min_size=1, max_size=1))
             wait_all_running(world, [job], what=f"{job} Running after the {component} restart")
             assert op.popen.poll() is None, f"operator exited after {component} restart"
@@ -306,7 +298,7 @@ def test_leader_sigkill_failover_no_double_action(
     }
     world = World(crds_installed, namespace)
     names = [f"le-{i:04d}" for i in range(n)]
-    with dump_logs_on_failure(*ops.values()):
+    with explained(*ops.values()):
         leader = wait_for(
             lambda: _holder(crds_installed, namespace), lambda h: h in ops, what="a leader"
         )
@@ -314,7 +306,7 @@ def test_leader_sigkill_failover_no_double_action(
         apply_burst(crds_installed, namespace, names)
         wait_for(lambda: count_pods(world), lambda c: c >= max(1, n // 10), what="10% pods")
         ops[leader].kill()
-        killed = time.monotonic()
+        killed = _CLOCK.monotonic()
         wait_for(
             lambda: _holder(crds_installed, namespace),
             lambda h: h == other,
@@ -322,7 +314,7 @@ def test_leader_sigkill_failover_no_double_action(
             interval=0.1,
             what=f"{other} to take the lease",
         )
-        takeover = time.monotonic() - killed
+        takeover = _CLOCK.monotonic() - killed
         print(f"takeover by {other} after {takeover:.2f}s (lease {lease}s, retry {retry}s)")
         assert takeover <= lease + retry + 2.0, f"takeover took {takeover:.1f}s"
         wait_all_running(world, names, what="all jobs Running under the new leader")
@@ -386,7 +378,7 @@ def test_fault_proxy_converges(
         op.start()
         world = World(crds_installed, namespace)
         names = [f"px-{i:04d}" for i in range(n)]
-        with dump_logs_on_failure(op):
+        with explained(op):
             apply_burst(crds_installed, namespace, names)
             wait_all_running(world, names, what=f"{n} jobs Running through the fault proxy")
             assert_integrity(crds_installed, namespace, names)
@@ -503,7 +495,7 @@ def test_fuzz_corpus_never_crashes_operator(
         outcome["accepted"] += 1
         accepted.append((doc["kind"], name))
 
-    with dump_logs_on_failure(op):
+    with explained(op):
         case()
         assert op.popen is not None
         assert op.popen.poll() is None, "operator crashed"

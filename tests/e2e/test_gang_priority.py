@@ -15,23 +15,24 @@ On 2 nodes x 4 GPUs (``--scheduling-unit=nvidia.com/gpu --resize-interval=0``):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import OperatorProcess, Pool
+from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_mpijob import (
     FLAGS,
     JOB_ROLE,
     RUN_FOR,
     TIMEOUT,
     Kubeflow,
-    explained,
     finishing,
     mpijob,
 )
-from tests.e2e.test_trainingjob_scheduling import GPU, World, trainingjob
+from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
@@ -130,7 +131,7 @@ def test_gangs_share_capacity_and_priority_preempts_a_whole_mpijob(
         tjs.expect({"tj": 4}, what="tj keeps 4")
         for plural in ("jobs.batch", "configmaps", "secrets", "services"):
             wait_for(
-                lambda plural=plural: mpi.owned(plural, "mpi"),
+                functools.partial(mpi.owned, plural, "mpi"),
                 lambda objs: objs == {},
                 timeout=TIMEOUT,
                 what=f"mpi's {plural} are gone",

@@ -10,12 +10,14 @@ lattice queue -n <ns>`` prints them in that order with their sizes, stages and d
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import LATTICE, OperatorProcess, Pool
-from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World, trainingjob
+from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
@@ -131,10 +133,20 @@ def test_queue_and_explain_through_kubectl(
         assert "Position:      3" in text
         assert "Why: Waiting at position 3" in text
         ahead = text.split(f"Ahead of it (2, namespace {namespace} only):")[1]
-        ahead = ahead.split("Events")[0]
+        ahead = ahead.split("Details:")[0]
         assert [f"{namespace}/{n} " in ahead for n in ("r", "x", "m")] == [False, True, True]
-        events = text.split("newest last):")[1]
-        assert "Queued" in events, "the scheduler's Queued event about w is listed"
+        assert text.index("Scheduler:") < text.index("Scheduler events") < text.index("Ahead")
+        events = text.split("Scheduler events")[1].split("Ahead of it")[0]
+        assert "Queued" in events, "the scheduler's Queued event about w is listed first"
+
+        doc = json.loads(kubectl_lattice(crds_installed, "queue", "-n", namespace, "-o", "json"))
+        got = [(i["kind"], i["name"], i["position"], i["stage"]) for i in doc["items"]]
+        assert got == [
+            ("TrainingJob", "r", None, "Running"),
+            ("TrainingJob", "x", 1, "Waiting"),
+            ("MPIJob", "m", 2, "Waiting"),
+            ("TrainingJob", "w", 3, "Waiting"),
+        ]
     except AssertionError:
         print(op.logs())
         raise

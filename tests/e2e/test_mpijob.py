@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import OperatorProcess, Pool
+from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_lifecycle import metrics_of, sample, samples
 from tests.e2e.test_trainingjob_scheduling import GPU
 from tests.support.cluster import REPO, Cluster
@@ -160,6 +160,15 @@ class Kubeflow:
         """Wait until ``until(status)`` holds; returns the status."""
         return wait_for(lambda: self.status(name), until, timeout=timeout, what=what)
 
+    def wait_stage(self, name: str, stage: str) -> dict[str, Any]:
+        """Wait until the scheduler's block shows ``stage`` (it writes a finished job's stage
+        from the reconciler's conditions, a watch hop after them); returns the status."""
+        return self.wait(
+            name,
+            lambda s: (s.get("lattice") or {}).get("stage") == stage,
+            what=f"{self.kind} {name} stage {stage}",
+        )
+
     def wait_condition(self, name: str, type_: str, status: str = "True") -> dict[str, Any]:
         def has(s: dict[str, Any]) -> bool:
             return any(
@@ -215,15 +224,6 @@ class Kubeflow:
         self.cluster.kubectl(
             "annotate", "pod", pod, "-n", self.ns, f"{EXIT_CODE}={code}", f"{RUN_FOR}=0s"
         )
-
-
-@contextlib.contextmanager
-def explained(op: OperatorProcess) -> Iterator[None]:
-    try:
-        yield
-    except AssertionError:
-        print(op.logs())
-        raise
 
 
 def env_of(container: dict[str, Any]) -> dict[str, str]:
@@ -344,7 +344,7 @@ def test_pi_example_children_env_and_success(
         assert conds["Running"]["reason"] == "MPIJobRunning"
         assert "Failed" not in conds
         assert status["replicaStatuses"]["Launcher"]["succeeded"] == 1
-        assert status["lattice"]["stage"] == "Completed"
+        mpi.wait_stage("pi", "Completed")
         assert status["startTime"]
         assert status["completionTime"]
 
@@ -618,7 +618,7 @@ def test_launcher_backoff_limit_and_deadline_fail_the_job(
         assert slow["Failed"]["reason"] == "DeadlineExceeded"
         assert slow["Failed"]["message"] == "Job was active longer than specified deadline"
         for name in ("crash", "slow"):
-            assert mpi.status(name)["lattice"]["stage"] == "Completed"
+            mpi.wait_stage(name, "Completed")
 
         def counted(s: dict[tuple[str, frozenset[tuple[str, str]]], float]) -> bool:
             return sample(s, "mpi_operator_jobs_failed_total") == 2

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.e2e.conftest import OperatorProcess, Pool
+from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_mpijob import (
     FLAGS,
     JOB_NAME,
@@ -27,7 +27,6 @@ from tests.e2e.test_mpijob import (
     Kubeflow,
     controller_of,
     env_of,
-    explained,
     scrape,
 )
 from tests.e2e.test_trainingjob_lifecycle import sample
@@ -165,7 +164,7 @@ def test_dist_example_children_env_and_success(
             f"MXJob {job} is successfully completed.",
         )
         assert status["replicaStatuses"]["Scheduler"]["succeeded"] == 1
-        assert status["lattice"]["stage"] == "Completed"
+        mx.wait_stage(job, "Completed")
         event = mx.wait_event(job, "MXJobSucceeded")
         assert (event["type"], event["note"]) == (
             "Normal",

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -23,16 +23,23 @@ from dataclasses import dataclass
 
 import pytest
 
+from lattice.clock import RealClock
 from tests.support.cluster import REPO, Cluster
 from tests.support.wait import wait_for
 
 LATTICE = str(REPO / ".venv" / "bin" / "lattice")
+
+_CLOCK = RealClock()
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _status(url: str) -> int:
+    return _http(url)[0]
 
 
 def _http(url: str) -> tuple[int, str]:
@@ -174,7 +181,10 @@ def test_two_replicas_elect_one_leader_and_fail_over_after_sigkill(
     # Both replicas serve probes; exactly one reports leadership.
     for p in (a, b):
         wait_for(
-            lambda p=p: _http(p.url("/readyz"))[0], lambda c: c == 200, timeout=60, what="readyz"
+            functools.partial(_status, p.url("/readyz")),
+            lambda c: c == 200,
+            timeout=60,
+            what="readyz",
         )
     leaders = [
         p.name
@@ -185,7 +195,7 @@ def test_two_replicas_elect_one_leader_and_fail_over_after_sigkill(
     assert leaders == [first]
     leader, standby = (a, b) if first == "replica-a" else (b, a)
     leader.popen.send_signal(signal.SIGKILL)
-    killed = time.monotonic()
+    killed = _CLOCK.monotonic()
     wait_for(
         lambda: _holder(cluster, namespace),
         lambda h: h == standby.name,
@@ -193,7 +203,7 @@ def test_two_replicas_elect_one_leader_and_fail_over_after_sigkill(
         interval=0.1,
         what="the standby to take over",
     )
-    takeover = time.monotonic() - killed
+    takeover = _CLOCK.monotonic() - killed
     print(
         f"\nleader takeover after SIGKILL: {takeover:.2f}s "
         f"(lease {lease:.0f}s, retry {retry:.0f}s)",

@@ -1,15 +1,18 @@
 """The deploy/ RBAC is sufficient and least; ``lattice run`` works in in-cluster mode.
 
 - **Sufficient.** ``deploy/rbac`` is applied as is, and the operator authenticates as its
-  ServiceAccount ``lattice-system/lattice-operator`` with a token from the TokenRequest API (the
-  kube client builds on kubernetes_asyncio's kubeconfig loader, which ignores a kubeconfig user's
-  ``as``/``as-groups`` impersonation fields: such a kubeconfig would silently run as the admin).
+  ServiceAccount ``lattice-system/lattice-operator`` with a token from the TokenRequest API (a
+  kubeconfig's impersonation fields would do as well: tests/e2e/test_impersonation.py).
   Impersonation (``kubectl auth can-i --as``) confirms the grants are live first. With leader
   election on a Lease in ``lattice-system`` (the namespaced Role), it runs steps 1-4 of the
   TrainingJob walk, and its own ``rest_client_requests_total`` counts no 401 or 403.
 - **Least.** A copy of the ClusterRole without ``delete`` on pods, bound to another
   ServiceAccount: a job that must shrink for a newcomer never does. The operator records
   ``FailedDeletePod`` (forbidden), the job keeps all its pods, and the newcomer's pods stay Pending.
+- **Namespace-scoped mode.** A ServiceAccount bound only to the ``deploy/namespaced`` rights
+  (cluster-scoped reads, the job_namespace Role in the test's namespace, the leader-election
+  Role) runs, with ``--namespaces``, a job and a preemption without a single 401 or 403: no list
+  or watch of the operator is cluster-wide, and none needs to be.
 - **In-cluster mode.** ``lattice run`` gets no kubeconfig, only ``KUBERNETES_SERVICE_HOST`` and
   ``KUBERNETES_SERVICE_PORT`` pointing at the local apiserver and a service-account directory
   (token from the TokenRequest API, the cluster CA, the namespace) named by
@@ -33,8 +36,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.conftest import LATTICE, OperatorProcess, Pool, free_port
-from tests.e2e.test_trainingjob_scheduling import GPU, World, trainingjob
+from tests.e2e.conftest import LATTICE, OperatorProcess, Pool, explained, free_port
+from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import REPO, Cluster
 from tests.support.wait import wait_for
 
@@ -103,10 +107,6 @@ def request_codes(op: OperatorProcess) -> dict[str, float]:
     return codes
 
 
-def _fail_with_logs(op: OperatorProcess) -> None:
-    print(op.logs())
-
-
 def test_operator_runs_the_walk_as_the_deploy_service_account(
     deploy_rbac: Cluster, namespace: str, pool: Pool, operator: Any, tmp_path: Path
 ) -> None:
@@ -145,7 +145,7 @@ def test_operator_runs_the_walk_as_the_deploy_service_account(
         f"--leader-election-id={lease}",
     )
     world = World(cluster, namespace)
-    try:
+    with explained(op):
         world.apply(trainingjob("a", min_size=2, max_size=4))
         world.expect({"a": 4}, what="step 1: A=4")
         world.apply(trainingjob("b", min_size=2, max_size=4))
@@ -164,9 +164,6 @@ def test_operator_runs_the_walk_as_the_deploy_service_account(
         assert codes.get("200", 0) > 0
         denied = {c: n for c, n in codes.items() if c in ("401", "403")}
         assert not denied, f"requests refused: {denied}"
-    except AssertionError:
-        _fail_with_logs(op)
-        raise
 
 
 def _without(rules: list[dict[str, Any]], *, resource: str, verb: str) -> list[dict[str, Any]]:
@@ -222,7 +219,7 @@ def test_one_rule_less_and_a_preempted_job_never_shrinks(
         "--kubeconfig", str(minus_pod_delete), f"--scheduling-unit={GPU}", "--resize-interval=0"
     )
     world = World(cluster, namespace)
-    try:
+    with explained(op):
         world.apply(trainingjob("a", min_size=2, max_size=4))
         world.expect({"a": 4}, what="A=4 (creating pods is still allowed)")
         world.apply(trainingjob("b", min_size=2, max_size=4))
@@ -245,9 +242,6 @@ def test_one_rule_less_and_a_preempted_job_never_shrinks(
         phases = [p["status"].get("phase") for p in world.pods().get("b", [])]
         assert all(ph == "Pending" for ph in phases), f"B's pods wait for GPUs: {phases}"
         assert request_codes(op).get("403", 0) > 0
-    except AssertionError:
-        _fail_with_logs(op)
-        raise
 
 
 def test_in_cluster_mode_reconciles_a_job(
@@ -301,19 +295,127 @@ def test_in_cluster_mode_reconciles_a_job(
     )
     world = World(cluster, namespace)
     try:
-        world.apply(trainingjob("a", min_size=1, max_size=2))
-        world.expect({"a": 2}, what="the in-cluster operator runs A with 2 pods")
-        holder = cluster.get_json("lease", lease, "-n", SYSTEM_NS)["spec"].get("holderIdentity")
-        assert holder == pod_name, "POD_NAME is the leader identity, in POD_NAMESPACE"
-        assert not {c for c in request_codes(op) if c in ("401", "403")}
-        assert op.popen is not None
-        op.popen.terminate()
-        assert op.popen.wait(timeout=40) == 0, "SIGTERM drains, releases the Lease, exits 0"
-        released = cluster.get_json("lease", lease, "-n", SYSTEM_NS)["spec"]
-        assert not released.get("holderIdentity"), f"the Lease is released: {released}"
-    except AssertionError:
-        _fail_with_logs(op)
-        raise
+        with explained(op):
+            world.apply(trainingjob("a", min_size=1, max_size=2))
+            world.expect({"a": 2}, what="the in-cluster operator runs A with 2 pods")
+            holder = cluster.get_json("lease", lease, "-n", SYSTEM_NS)["spec"].get("holderIdentity")
+            assert holder == pod_name, "POD_NAME is the leader identity, in POD_NAMESPACE"
+            assert not {c for c in request_codes(op) if c in ("401", "403")}
+            assert op.popen is not None
+            op.popen.terminate()
+            assert op.popen.wait(timeout=40) == 0, "SIGTERM drains, releases the Lease, exits 0"
+            released = cluster.get_json("lease", lease, "-n", SYSTEM_NS)["spec"]
+            assert not released.get("holderIdentity"), f"the Lease is released: {released}"
     finally:
         op.stop()
         log.close()
+
+
+NAMESPACED = REPO / "deploy" / "namespaced"
+
+
+@pytest.fixture
+def namespaced_sa(deploy_rbac: Cluster, namespace: str, tmp_path: Path) -> Iterator[Path]:
+    """A kubeconfig for a ServiceAccount bound only to the ``deploy/namespaced`` rights: its
+    ClusterRole of cluster-scoped reads, the job_namespace Role in this test's namespace, and the
+    leader-election Role in lattice-system, renamed so nothing else binds them.
+    """
+    cluster = deploy_rbac
+    sa = "nsop"
+    suffix = f"ns-{namespace}"
+    subject = [{"kind": "ServiceAccount", "name": sa, "namespace": namespace}]
+    cluster.kubectl("create", "serviceaccount", sa, "-n", namespace)
+    docs: list[dict[str, Any]] = []
+    for path, ns in (
+        (NAMESPACED / "cluster_role.yaml", None),
+        (NAMESPACED / "cluster_role_binding.yaml", None),
+        (NAMESPACED / "job_namespace" / "role.yaml", namespace),
+        (NAMESPACED / "leader_election_role.yaml", SYSTEM_NS),
+    ):
+        for doc in yaml.safe_load_all(path.read_text()):
+            doc["metadata"]["name"] = f"{doc['metadata']['name']}-{suffix}"
+            if ns is not None:
+                doc["metadata"]["namespace"] = ns
+            if "roleRef" in doc:
+                doc["roleRef"]["name"] = f"{doc['roleRef']['name']}-{suffix}"
+                doc["subjects"] = subject
+            docs.append(doc)
+    cluster.apply("\n---\n".join(yaml.safe_dump(d) for d in docs))
+    user = f"system:serviceaccount:{namespace}:{sa}"
+    try:
+        wait_for(
+            lambda: can_i(cluster, user, "create", "pods", namespace),
+            what="the namespaced Role is live",
+        )
+        yield token_kubeconfig(cluster, token(cluster, sa, namespace), tmp_path / "nsop")
+    finally:
+        for doc in docs:
+            if doc["kind"].startswith("Cluster"):
+                cluster.kubectl(
+                    "delete",
+                    doc["kind"],
+                    doc["metadata"]["name"],
+                    "--ignore-not-found",
+                    check=False,
+                )
+        for doc in docs:
+            if doc["metadata"].get("namespace") == SYSTEM_NS:
+                cluster.kubectl(
+                    "delete",
+                    doc["kind"],
+                    doc["metadata"]["name"],
+                    "-n",
+                    SYSTEM_NS,
+                    "--ignore-not-found",
+                    check=False,
+                )
+
+
+def test_namespaced_mode_runs_a_job_with_only_the_namespaced_roles(
+    deploy_rbac: Cluster, namespace: str, pool: Pool, operator: Any, namespaced_sa: Path
+) -> None:
+    cluster = deploy_rbac
+    pool.add(count=1, gpus=4)
+    user = f"system:serviceaccount:{namespace}:nsop"
+    # The blast radius, seen from outside: nothing in another namespace, nothing cluster-wide
+    # but the three cluster-scoped reads.
+    for verb, resource, ns in (
+        ("list", "secrets", "kube-system"),
+        ("create", "pods", "kube-system"),
+        ("list", "pods", "default"),
+        ("get", "leases.coordination.k8s.io", namespace),
+    ):
+        assert not can_i(cluster, user, verb, resource, ns), f"{verb} {resource} in {ns}"
+    for verb, resource, want in (
+        ("list", "pods", "no"),
+        ("list", "secrets", "no"),
+        ("list", "trainingjobs.breezeml.ai", "no"),
+        ("list", "nodes", "yes"),
+        ("list", "priorityclasses.scheduling.k8s.io", "yes"),
+    ):
+        got = cluster.kubectl("auth", "can-i", verb, resource, "-A", f"--as={user}", check=False)
+        assert got.strip() == want, f"cluster-wide {verb} {resource}: {got}"
+    lease = f"nsop-{namespace}"
+    op: OperatorProcess = operator(
+        "--kubeconfig",
+        str(namespaced_sa),
+        f"--scheduling-unit={GPU}",
+        "--resize-interval=0",
+        "--leader-elect",
+        f"--leader-election-namespace={SYSTEM_NS}",
+        f"--leader-election-id={lease}",
+    )
+    world = World(cluster, namespace)
+    try:
+        world.apply(trainingjob("a", min_size=1, max_size=2))
+        world.expect({"a": 2}, what="the namespaced operator runs A with 2 pods")
+        world.apply(trainingjob("b", min_size=4, max_size=4, priority=10))
+        world.expect({"b": 4}, waiting=("a",), what="B preempts A: pods deleted, Events posted")
+        events = cluster.get_json("events.v1.events.k8s.io", "-n", namespace)["items"]
+        assert {"SuccessfulCreatePod", "SuccessfulDeletePod"} <= {e["reason"] for e in events}
+        codes = request_codes(op)
+        denied = {c: n for c, n in codes.items() if c in ("401", "403")}
+        assert not denied, f"a request needed more than the namespaced Roles: {denied}"
+    except AssertionError:
+        print(op.logs())
+        raise

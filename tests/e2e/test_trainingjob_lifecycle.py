@@ -21,17 +21,18 @@ pod with ``kubectl annotate`` to finish only that worker.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import urllib.request
-from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.conftest import OperatorProcess, Pool
-from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World, trainingjob
+from lattice.clock import RealClock
+from lattice.primitives.times import parse_time
+from tests.e2e.conftest import OperatorProcess, Pool, explained
+from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
@@ -41,16 +42,6 @@ GPU_FLAGS = (f"--scheduling-unit={GPU}", "--resize-interval=0")
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def explained(op: OperatorProcess) -> Iterator[None]:
-    """Print the operator's log when an assertion fails inside."""
-    try:
-        yield
-    except AssertionError:
-        print(op.logs())
-        raise
 
 
 def with_run_policy(manifest: dict[str, Any], **policy: Any) -> dict[str, Any]:
@@ -140,10 +131,6 @@ def finish_pod(world: World, pod: str, code: int) -> None:
     )
 
 
-def parse_time(value: str) -> datetime:
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
 def metrics_of(op: OperatorProcess) -> str:
     addr = op.args[op.args.index("--metrics-addr") + 1]
     with urllib.request.urlopen(f"http://{addr}/metrics", timeout=5) as resp:
@@ -212,7 +199,9 @@ def test_worker_exit_code_fails_job_and_frees_capacity(
     op: OperatorProcess = operator(*GPU_FLAGS)
     world = World(crds_installed, namespace)
     with explained(op):
-        world.apply(trainingjob("crash", min_size=4, max_size=4, annotations=finishing(1, "4s")))
+        world.apply(
+            trainingjob("crash", min_size=4, max_size=4, pod_annotations=finishing(1, "4s"))
+        )
         # The scheduler's decision, before the pods run (their 4 s have not started yet).
         wait_status(
             world,
@@ -284,7 +273,7 @@ def test_clean_pod_policy_none_and_running(
             "keep-worker-1": "Running",
         }
         assert sorted(services(world, "keep")) == ["keep-worker-0", "keep-worker-1"]
-        assert status_of(world, "keep")["stage"] == "Completed"
+        wait_status(world, "keep", lambda s: s.get("stage") == "Completed", what="keep Completed")
 
 
 # --- 4. ttlSecondsAfterFinished ----------------------------------------------------------------
@@ -299,7 +288,7 @@ def test_ttl_deletes_finished_job(
     with explained(op):
         world.apply(
             with_run_policy(
-                trainingjob("brief", min_size=1, max_size=1, annotations=finishing(0, "1s")),
+                trainingjob("brief", min_size=1, max_size=1, pod_annotations=finishing(0, "1s")),
                 ttlSecondsAfterFinished=2,
             )
         )
@@ -312,7 +301,7 @@ def test_ttl_deletes_finished_job(
             interval=0.1,
             what="the TTL deletes brief",
         )
-        gone_after = (datetime.now(UTC) - completed).total_seconds()
+        gone_after = (RealClock().now() - completed).total_seconds()
         # completionTime is truncated to the second: deletion is due at completionTime + 2 s.
         assert 1.9 <= gone_after <= 8.0, f"deleted {gone_after:.1f}s after completion"
 

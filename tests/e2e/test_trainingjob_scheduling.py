@@ -18,50 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.conftest import OperatorProcess, Pool
+from tests.e2e.conftest import OperatorProcess, Pool, explained
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
 GPU = "nvidia.com/gpu"
 STEP_TIMEOUT = 60.0
-
-
-def trainingjob(
-    name: str,
-    *,
-    min_size: int,
-    max_size: int,
-    priority: int = 0,
-    gpus: int = 1,
-    annotations: dict[str, str] | None = None,
-    node_selector: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    resources = {"requests": {GPU: str(gpus)}, "limits": {GPU: str(gpus)}} if gpus else {}
-    pod_spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "trainingjob",
-                "image": "example.com/train:1",
-                "command": ["python", "main.py"],
-                "resources": resources,
-            }
-        ]
-    }
-    if node_selector:
-        pod_spec["nodeSelector"] = node_selector
-    return {
-        "apiVersion": "breezeml.ai/v1",
-        "kind": "TrainingJob",
-        "metadata": {"name": name},
-        "spec": {
-            "minSize": min_size,
-            "maxSize": max_size,
-            "priority": priority,
-            "replicaSpecs": {
-                "template": {"metadata": {"annotations": annotations or {}}, "spec": pod_spec}
-            },
-        },
-    }
 
 
 class World:
@@ -152,26 +115,20 @@ def test_gpu_unit_walk(crds_installed: Cluster, namespace: str, pool: Pool, oper
     pool.add(count=2, gpus=4)
     op: OperatorProcess = operator(f"--scheduling-unit={GPU}", "--resize-interval=0")
     world = World(crds_installed, namespace)
-    try:
+    with explained(op):
         _walk(world)
-    except AssertionError:
-        print(op.logs())
-        raise
 
 
 def test_node_unit_walk(crds_installed: Cluster, namespace: str, pool: Pool, operator: Any) -> None:
     pool.add(count=8, gpus=1)
     op: OperatorProcess = operator("--scheduling-unit=node", "--resize-interval=0")
     world = World(crds_installed, namespace)
-    try:
+    with explained(op):
         _walk(world)
         placed = {
             (p.get("spec") or {}).get("nodeName") for pods in world.pods().values() for p in pods
         }
         assert len(placed) == 8, "node mode puts one replica per node"
-    except AssertionError:
-        print(op.logs())
-        raise
 
 
 def test_restart_during_preemption_converges_without_duplicates(
@@ -180,7 +137,7 @@ def test_restart_during_preemption_converges_without_duplicates(
     pool.add(count=2, gpus=4)
     op: OperatorProcess = operator(f"--scheduling-unit={GPU}", "--resize-interval=0")
     world = World(crds_installed, namespace)
-    try:
+    with explained(op):
         _walk(world, restart=op)
         events = crds_installed.get_json("events.v1.events.k8s.io", "-n", namespace)["items"]
         created = [e for e in events if e.get("reason") == "SuccessfulCreatePod"]
@@ -189,9 +146,6 @@ def test_restart_during_preemption_converges_without_duplicates(
             pods = world.pod_names(job)
             assert len(pods) == len(set(pods))
         assert names, "the operator recorded its pod creations"
-    except AssertionError:
-        print(op.logs())
-        raise
 
 
 def test_finished_job_completes_and_frees_capacity(
@@ -201,10 +155,9 @@ def test_finished_job_completes_and_frees_capacity(
     op: OperatorProcess = operator(f"--scheduling-unit={GPU}", "--resize-interval=0")
     world = World(crds_installed, namespace)
     finish = {"kwok.lattice.breezeml.ai/exit-code": "0", "kwok.lattice.breezeml.ai/run-for": "8s"}
-    try:
-        world.apply(trainingjob("short", min_size=4, max_size=4, annotations=finish))
-        # Admitted first: applied in the same second, the two would tie on queuedTime and
-        # creation time, and the name order would put "next" first.
+    with explained(op):
+        world.apply(trainingjob("short", min_size=4, max_size=4, pod_annotations=finish))
+        # `next` is applied once `short` runs, so that it is `next` that waits.
         wait_for(
             lambda: world.sizes().get("short", ("", 0, 0, 0))[1],
             lambda n: n == 4,
@@ -235,9 +188,6 @@ def test_finished_job_completes_and_frees_capacity(
         assert status["currentSize"] == 0
         world.expect({"next": 4}, what="next takes the freed GPUs")
         wait_for(lambda: world.pod_names("short"), lambda p: p == [], what="cleanPodPolicy All")
-    except AssertionError:
-        print(op.logs())
-        raise
 
 
 def test_unplaceable_pods_requeue_with_cooldown(
@@ -251,7 +201,7 @@ def test_unplaceable_pods_requeue_with_cooldown(
         "--cooldown-base=2",
     )
     world = World(crds_installed, namespace)
-    try:
+    with explained(op):
         world.apply(
             trainingjob("stuck", min_size=1, max_size=2, node_selector={"no-such-node": "x"})
         )
@@ -279,6 +229,3 @@ def test_unplaceable_pods_requeue_with_cooldown(
             what="stuck is queued again after its cooldown",
         )
         assert back.get("queuedTime", "") >= first["cooldownTime"]
-    except AssertionError:
-        print(op.logs())
-        raise

@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.e2e.conftest import OperatorProcess, Pool
-from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, controller_of, env_of, explained
-from tests.e2e.test_trainingjob_scheduling import World, trainingjob
+from tests.e2e.conftest import OperatorProcess, Pool, explained
+from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, controller_of, env_of
+from tests.e2e.test_trainingjob_scheduling import World
+from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
@@ -83,9 +84,10 @@ def wait_pods(tj: Kubeflow, job: str, n: int, phase: str = "Running") -> dict[st
             (p.get("status") or {}).get("phase") == phase for p in pods.values()
         )
 
-    return dict(
-        wait_for(lambda: tj.pods(job), ready, timeout=TIMEOUT, what=f"{n} {phase} pods of {job}")
+    pods: dict[str, Any] = wait_for(
+        lambda: tj.pods(job), ready, timeout=TIMEOUT, what=f"{n} {phase} pods of {job}"
     )
+    return dict(pods)
 
 
 def test_torch_distributed_example_pods_env_and_complete(
@@ -141,7 +143,7 @@ def test_torch_distributed_example_pods_env_and_complete(
         assert not {"Created", "Running", "Succeeded"} & set(conds)
         (node,) = status["jobsStatus"]
         assert (node["name"], node["succeeded"], node["failed"]) == ("node", 1, 0)
-        assert status["lattice"]["stage"] == "Completed"
+        tj.wait_stage(job, "Completed")
 
 
 def test_trainjob_waits_for_its_runtime_then_runs(
@@ -189,7 +191,7 @@ def test_trainer_pod_exiting_non_zero_fails_the_trainjob(
         assert "crash-node-0-1" in failed["message"]
         assert "3" in failed["message"]
         assert not any(c["type"] == "Complete" for c in status["conditions"])
-        assert status["lattice"]["stage"] == "Completed"
+        tj.wait_stage("crash", "Completed")
 
 
 def test_suspend_then_unsuspend_kueue_style(

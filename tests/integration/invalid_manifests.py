@@ -394,14 +394,11 @@ INVALID_MANIFESTS: list[InvalidCase] = [
         "TunerTracker, TunerServer, Tuner",
     ),
     _case(
-        "mx-lower-case-replica-type",
+        "mx-replica-type-twice-in-two-cases",
         "MXJob",
-        {
-            "spec.mxReplicaSpecs.Worker": ...,
-            "spec.mxReplicaSpecs.worker": {"replicas": 1, "template": _pod_template("mxnet")},
-        },
+        {"spec.mxReplicaSpecs.worker": {"replicas": 1, "template": _pod_template("mxnet")}},
         "spec.mxReplicaSpecs",
-        "spec.mxReplicaSpecs may only contain the replica types",
+        "spec.mxReplicaSpecs must not name a replica type twice",
     ),
     _case(
         "mx-unknown-job-mode",
@@ -505,7 +502,7 @@ INVALID_MANIFESTS: list[InvalidCase] = [
         "ClusterTrainingRuntime",
         {"spec.mlPolicy.mpi": {"numProcPerNode": 1}},
         "spec.mlPolicy",
-        "only one of mlPolicy.torch and mlPolicy.mpi may be configured",
+        "only one of mlPolicy.torch, mpi, jax, xgboost and flux may be configured",
     ),
     _case(
         "ctr-num-nodes-with-elastic-policy",
@@ -543,8 +540,8 @@ INVALID_MANIFESTS: list[InvalidCase] = [
                 "template": {"spec": {"template": _pod_template("node")}},
             }
         },
-        "spec.template.spec.replicatedJobs",
-        "spec.template.spec.replicatedJobs names must be unique",
+        "spec.template.spec.replicatedJobs[1]",
+        "Duplicate value",
     ),
     _case(
         "tr-empty-replicated-job-name",

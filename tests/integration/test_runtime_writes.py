@@ -31,7 +31,8 @@ from lattice.clock import FakeClock, RealClock
 from lattice.kube import Conflict, KubeClient, PatchType
 from lattice.kube.client import RestClient, connect
 from lattice.kube.resources import CONFIGMAPS, EVENTS, NAMESPACES, Resource
-from lattice.runtime.events import EventRecorder, ObjectRef, micro_time
+from lattice.primitives.times import format_micro_time as micro_time
+from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.metrics import Metrics
 from lattice.runtime.status import StatusWriter
 from tests.support.cluster import REPO, Cluster
@@ -245,7 +246,7 @@ async def test_repeats_within_the_window_aggregate_into_one_event_series(
     namespace: str, client: RestClient
 ) -> None:
     cm = await make_configmap(client, namespace)
-    clock = FakeClock(start=datetime.now(UTC).replace(microsecond=0))
+    clock = FakeClock(start=RealClock().now().replace(microsecond=0))
     drops = Drops()
     rec = recorder(client, clock=clock, on_drop=drops, dedupe_window=600)
     times = []

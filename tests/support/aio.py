@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from lattice.clock import yield_now
+
 __all__ = ["settle", "take"]
 
 T = TypeVar("T")
@@ -18,7 +20,7 @@ T = TypeVar("T")
 async def settle(rounds: int = 20) -> None:
     """Yield to the event loop ``rounds`` times so woken tasks run; no time passes."""
     for _ in range(rounds):
-        await asyncio.sleep(0)
+        await yield_now()
 
 
 async def take(awaitable: Awaitable[T], *, what: str = "result") -> T:

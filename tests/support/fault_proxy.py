@@ -34,6 +34,8 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from lattice.clock import RealClock
+
 __all__ = ["FaultProxy", "Faults"]
 
 _HOP = {
@@ -160,8 +162,8 @@ class FaultProxy:
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         server = site._server
-        assert server is not None
-        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+        assert isinstance(server, asyncio.Server)
+        self.port = int(server.sockets[0].getsockname()[1])
         self._ready.set()
         await self._stop.wait()
         await runner.cleanup()
@@ -175,7 +177,7 @@ class FaultProxy:
         self._count("requests")
         if f.hit(f.slow):
             self._count("slow")
-            await asyncio.sleep(f.slow_seconds)
+            await RealClock().sleep(f.slow_seconds)
         if not watch:
             if f.hit(f.error_429):
                 self._count("429")

@@ -2,19 +2,23 @@
 
 Integration and end-to-end tests observe a real control plane, where things happen "soon". They
 poll a predicate until it holds or the deadline passes, and on timeout report the last value seen,
-so a failure says what the system looked like instead of just "timed out".
+so a failure says what the system looked like instead of just "timed out". The deadline and the
+poll interval are read from a ``Clock`` (``RealClock`` unless one is passed).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from lattice.clock import Clock, RealClock
+
 __all__ = ["WaitTimeout", "wait_for", "wait_for_async"]
 
 T = TypeVar("T")
+
+_REAL = RealClock()
 
 
 class WaitTimeout(AssertionError):
@@ -28,19 +32,20 @@ def wait_for(
     timeout: float = 30.0,
     interval: float = 0.2,
     what: str = "condition",
+    clock: Clock = _REAL,
 ) -> T:
     """Call ``probe`` until ``until(value)`` holds; return that value or raise ``WaitTimeout``."""
-    deadline = time.monotonic() + timeout
+    deadline = clock.monotonic() + timeout
     last: T | None = None
     while True:
         last = probe()
         if until(last):
             return last
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             raise WaitTimeout(
                 f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}"
             )
-        time.sleep(interval)
+        time.sleep(interval)  # a synchronous poll: the Clock protocol's sleep is async
 
 
 async def wait_for_async(
@@ -50,16 +55,16 @@ async def wait_for_async(
     timeout: float = 30.0,
     interval: float = 0.2,
     what: str = "condition",
+    clock: Clock = _REAL,
 ) -> T:
     """Async twin of ``wait_for``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    deadline = clock.monotonic() + timeout
     while True:
         last = await probe()
         if until(last):
             return last
-        if loop.time() >= deadline:
+        if clock.monotonic() >= deadline:
             raise WaitTimeout(
                 f"timed out after {timeout:.0f}s waiting for {what}; last value: {last!r}"
             )
-        await asyncio.sleep(interval)
+        await clock.sleep(interval)

@@ -7,15 +7,14 @@ rule is checked without a cluster; ``tests/e2e/test_kubectl_plugin.py`` runs it 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from lattice.api.constants import Resource
 from lattice.frameworks.base import OperatorContext
-from lattice.kube import NotFound, Resource, WatchEvent
-from lattice.kube.errors import Forbidden
 from lattice.kubectl import commands
 from lattice.kubectl.render import QUEUE_HEADER, explain_text, queue_table, verdict
 from lattice.kubectl.rows import (
@@ -27,6 +26,7 @@ from lattice.kubectl.rows import (
     queue_order,
     resolve_kind,
 )
+from lattice.kubectl.transport import Forbidden, NotFound
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 CTX = OperatorContext()
@@ -292,7 +292,13 @@ def test_explain_text_lists_fields_the_jobs_ahead_and_events_newest_last() -> No
         last_decision="Waiting at position 3: needs 2 units, 0 free",
     )
     ahead = [row("r1", position=1, stage="Running"), row("r2", position=2, stage="Waiting")]
-    events = [
+    events: list[Obj] = [
+        {
+            "type": "Normal",
+            "reason": "SuccessfulCreatePod",
+            "note": "Created pod w-worker-0",
+            "eventTime": "2026-01-01T11:59:55.000000Z",
+        },
         {
             "type": "Normal",
             "reason": "Queued",
@@ -315,9 +321,43 @@ def test_explain_text_lists_fields_the_jobs_ahead_and_events_newest_last() -> No
     assert "Why: Waiting at position 3: needs 2 units, 0 free" in text
     assert "Ahead of it (2, all namespaces):" in text
     assert text.index("ml/r1") < text.index("ml/r2")
-    event_lines = text.split("Events (2, newest last):\n")[1].splitlines()
+    # The scheduler's view and its own events come first, whatever the other events' times.
+    order = [
+        "Scheduler:",
+        "Last decision: Waiting at position 3",
+        "Why:",
+        "Scheduler events (2, newest last):",
+        "Ahead of it",
+        "Details:\n",
+        "Other events (1, newest last):",
+    ]
+    assert [text.index(marker) for marker in order] == sorted(text.index(m) for m in order)
+    event_lines = text.split("Scheduler events (2, newest last):\n")[1].splitlines()
     assert event_lines[1].split() == ["1m0s", "Normal", "Queued", "Queued"]
     assert event_lines[2].split()[:4] == ["10s", "(x3)", "Warning", "Preempted"]
+    other = text.split("Other events (1, newest last):\n")[1].splitlines()
+    assert other[1].split()[:3] == ["5s", "Normal", "SuccessfulCreatePod"]
+
+
+def test_explain_shows_the_newest_events_of_each_source_up_to_the_limit() -> None:
+    def event(reason: str, second: int) -> Obj:
+        return {
+            "reason": reason,
+            "note": f"{reason} {second}",
+            "eventTime": f"2026-01-01T11:58:{second:02d}Z",
+        }
+
+    scheduler = [event("Preempted", s) for s in range(10)]
+    pods = [event("SuccessfulCreatePod", s) for s in range(10, 50)]
+    text = explain_text(
+        row("w", stage="Waiting"), ahead=[], events=scheduler + pods, now=NOW, limit=5
+    )
+    assert "Scheduler events (5, 5 older not shown, newest last):" in text
+    assert "Other events (5, 35 older not shown, newest last):" in text
+    assert "Preempted 9" in text
+    assert "Preempted 4" not in text
+    assert "SuccessfulCreatePod 49" in text
+    assert "SuccessfulCreatePod 44" not in text
 
 
 def test_explain_shows_only_the_closest_jobs_ahead() -> None:
@@ -328,7 +368,8 @@ def test_explain_shows_only_the_closest_jobs_ahead() -> None:
     assert "ml/j09" not in text
     assert "ml/j10" in text
     assert "ml/j29" in text
-    assert "Events (0, newest last):\n  <none>" in text
+    assert "Scheduler events (0, newest last):\n  <none>" in text
+    assert "Other events (0, newest last):\n  <none>" in text
 
 
 def test_explain_of_a_running_job_lists_nothing_ahead() -> None:
@@ -384,16 +425,14 @@ class FakeClient:
         res: Resource,
         *,
         namespace: str | None = None,
-        label_selector: str | None = None,
         field_selector: str | None = None,
-        resource_version: str | None = None,
         limit: int | None = None,
         continue_token: str | None = None,
     ) -> Obj:
         if res.plural in self.missing:
-            raise NotFound(404, "NotFound", "the server could not find the requested resource")
+            raise NotFound("NotFound", "the server could not find the requested resource")
         if self.forbidden_all and namespace is None and res.namespaced:
-            raise Forbidden(403, "Forbidden", "cannot list at the cluster scope")
+            raise Forbidden("Forbidden", "cannot list at the cluster scope")
         if res.plural == "events":
             self.selectors.append(field_selector)
         items = [
@@ -410,13 +449,7 @@ class FakeClient:
         for o in self.objects.get(res.plural, []):
             if o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace:
                 return o
-        raise NotFound(404, "NotFound", f"{res.plural} {name!r} not found")
-
-    def watch(self, res: Resource, **kwargs: Any) -> AsyncIterator[WatchEvent]:
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        return None
+        raise NotFound("NotFound", f"{res.plural} {name!r} not found")
 
 
 def _cluster() -> dict[str, list[Obj]]:

@@ -6,33 +6,75 @@ Contract:
   snake_case in Python (``populate_by_name``), unknown fields ignored (``extra="ignore"``), and
   attribute docstrings become schema descriptions (they feed ``kubectl explain``).
 - ``Time`` is a ``metav1.Time``: parsed from RFC 3339, normalised to timezone-aware UTC at second
-  precision, serialised (JSON mode) as ``2026-01-01T00:00:00Z``. ``format_time``/``parse_time`` are
-  the only conversion helpers; nothing else in the code base formats Kubernetes timestamps.
-- ``IntOrString``, ``Object`` and ``PodTemplate`` carry the JSON schema the CRD generator needs
-  (``x-kubernetes-int-or-string``, ``x-kubernetes-preserve-unknown-fields``).
+  precision, serialised (JSON mode) as ``2026-01-01T00:00:00Z``. ``MicroTime`` is a
+  ``metav1.MicroTime``: the same at microsecond precision, ``2026-01-01T00:00:00.000000Z``; the
+  scheduler's time keys use it, so that arrivals within one second keep their order.
+  Both are built on ``lattice.primitives.times`` (re-exported here: ``format_time``,
+  ``format_micro_time``, ``parse_time``, ``normalize_time``, ``normalize_micro_time``), the one
+  place that formats and parses Kubernetes timestamps.
+- ``IntOrString`` and ``Object`` carry the JSON schema the CRD generator needs
+  (``x-kubernetes-int-or-string``, ``x-kubernetes-preserve-unknown-fields``). ``K8sSchema(name)``
+  marks a plain-``dict`` field as a Kubernetes built-in type whose full schema comes from the
+  committed OpenAPI snapshot (``k8s_schema``), read lazily when a CRD is generated; ``PodTemplate``,
+  ``EnvVar``, ``Volume`` ... are such fields. In Python they stay plain data.
 
 No I/O, no clock: callers pass times in.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, PlainSerializer, WithJsonSchema
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    GetJsonSchemaHandler,
+    PlainSerializer,
+    WithJsonSchema,
+)
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+from lattice.api.k8s_schema import k8s_schema
+from lattice.primitives.times import (
+    format_micro_time,
+    format_time,
+    normalize_micro_time,
+    normalize_time,
+    parse_time,
+)
 
 __all__ = [
     "INT_OR_STRING_SCHEMA",
     "OBJECT_SCHEMA",
-    "POD_TEMPLATE_SCHEMA",
+    "Affinity",
+    "EnvVar",
     "IntOrString",
+    "JobSpecObject",
     "K8sModel",
+    "K8sSchema",
+    "LocalObjectRef",
+    "MetricSpec",
+    "MicroTime",
     "Object",
     "ObjectMeta",
+    "PersistentVolumeClaim",
+    "PodSchedulingGateObject",
+    "PodSecurityContext",
     "PodTemplate",
+    "ResourceRequirements",
+    "SecurityContext",
     "Time",
+    "Toleration",
+    "Volume",
+    "VolumeMount",
+    "format_micro_time",
     "format_time",
+    "normalize_micro_time",
     "normalize_time",
     "parse_time",
 ]
@@ -55,27 +97,6 @@ class K8sModel(BaseModel):
 
 # --------------------------------------------------------------------------- time
 
-
-def normalize_time(value: datetime) -> datetime:
-    """Return ``value`` as timezone-aware UTC truncated to whole seconds (naive means UTC)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).replace(microsecond=0)
-
-
-def format_time(value: datetime) -> str:
-    """Format a time the way ``metav1.Time`` does: RFC 3339, UTC, seconds, ``Z`` suffix."""
-    return normalize_time(value).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str) -> datetime:
-    """Parse an RFC 3339 timestamp (``Z`` or numeric offset, optional fraction) to UTC seconds."""
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    return normalize_time(datetime.fromisoformat(text))
-
-
 Time = Annotated[
     datetime,
     AfterValidator(normalize_time),
@@ -84,6 +105,14 @@ Time = Annotated[
 ]
 """A ``metav1.Time``: UTC, whole seconds, ``2026-01-01T00:00:00Z`` on the wire."""
 
+MicroTime = Annotated[
+    datetime,
+    AfterValidator(normalize_micro_time),
+    PlainSerializer(format_micro_time, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+"""A ``metav1.MicroTime``: UTC, microseconds, ``2026-01-01T00:00:00.000000Z`` on the wire."""
+
 # --------------------------------------------------------------------------- open types
 
 INT_OR_STRING_SCHEMA: dict[str, Any] = {
@@ -91,33 +120,65 @@ INT_OR_STRING_SCHEMA: dict[str, Any] = {
     "anyOf": [{"type": "integer"}, {"type": "string"}],
 }
 OBJECT_SCHEMA: dict[str, Any] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-POD_TEMPLATE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": (
-        "A core/v1 PodTemplateSpec (metadata and spec). Only spec.containers is declared here, so "
-        "that validation rules can count containers; the rest is validated when pods are created."
-    ),
-    "x-kubernetes-preserve-unknown-fields": True,
-    "properties": {
-        "metadata": dict(OBJECT_SCHEMA),
-        "spec": {
-            "type": "object",
-            "x-kubernetes-preserve-unknown-fields": True,
-            "properties": {
-                "containers": {"type": "array", "items": dict(OBJECT_SCHEMA)},
-            },
-        },
-    },
-}
-
 IntOrString = Annotated[int | str, WithJsonSchema(INT_OR_STRING_SCHEMA)]
 """``intstr.IntOrString``: an integer or a string such as ``"auto"`` or ``"50%"``."""
 
 Object = Annotated[dict[str, Any], WithJsonSchema(OBJECT_SCHEMA)]
 """An embedded Kubernetes object kept as plain data (env var, toleration, volume, resources ...)."""
 
-PodTemplate = Annotated[dict[str, Any], WithJsonSchema(POD_TEMPLATE_SCHEMA)]
-"""An embedded ``PodTemplateSpec`` kept as plain data; validated when pods are created."""
+
+@dataclass(frozen=True, slots=True)
+class K8sSchema:
+    """Annotation: the field's CRD schema is the snapshot's definition ``name`` (see module)."""
+
+    name: str
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return k8s_schema(self.name)
+
+    @property
+    def kind(self) -> str:
+        """The short type name, e.g. ``PodTemplateSpec``."""
+        return self.name.rsplit(".", 1)[-1]
+
+    @property
+    def group_version(self) -> str:
+        """``v1-core``, ``v1-batch``, ``v2-autoscaling``: the reference's anchor suffix."""
+        parts = self.name.split(".")
+        return f"{parts[-2]}-{parts[-3]}"
+
+
+_CORE = "io.k8s.api.core.v1."
+PodTemplate = Annotated[dict[str, Any], K8sSchema(_CORE + "PodTemplateSpec")]
+"""An embedded ``PodTemplateSpec`` kept as plain data; its full schema is in the CRD."""
+JobSpecObject = Annotated[dict[str, Any], K8sSchema("io.k8s.api.batch.v1.JobSpec")]
+"""An embedded batch/v1 ``JobSpec``."""
+PersistentVolumeClaim = Annotated[dict[str, Any], K8sSchema(_CORE + "PersistentVolumeClaim")]
+"""An embedded ``PersistentVolumeClaim`` template."""
+MetricSpec = Annotated[dict[str, Any], K8sSchema("io.k8s.api.autoscaling.v2.MetricSpec")]
+"""An autoscaling/v2 ``MetricSpec``."""
+Affinity = Annotated[dict[str, Any], K8sSchema(_CORE + "Affinity")]
+"""A pod's ``Affinity``."""
+EnvVar = Annotated[dict[str, Any], K8sSchema(_CORE + "EnvVar")]
+"""A container environment variable."""
+LocalObjectRef = Annotated[dict[str, Any], K8sSchema(_CORE + "LocalObjectReference")]
+"""A reference by name to an object in the same namespace."""
+PodSchedulingGateObject = Annotated[dict[str, Any], K8sSchema(_CORE + "PodSchedulingGate")]
+"""A pod scheduling gate."""
+PodSecurityContext = Annotated[dict[str, Any], K8sSchema(_CORE + "PodSecurityContext")]
+"""A pod's security context."""
+ResourceRequirements = Annotated[dict[str, Any], K8sSchema(_CORE + "ResourceRequirements")]
+"""Compute resource requests and limits."""
+SecurityContext = Annotated[dict[str, Any], K8sSchema(_CORE + "SecurityContext")]
+"""A container's security context."""
+Toleration = Annotated[dict[str, Any], K8sSchema(_CORE + "Toleration")]
+"""A pod toleration."""
+Volume = Annotated[dict[str, Any], K8sSchema(_CORE + "Volume")]
+"""A pod volume."""
+VolumeMount = Annotated[dict[str, Any], K8sSchema(_CORE + "VolumeMount")]
+"""A container volume mount."""
 
 
 class ObjectMeta(K8sModel):

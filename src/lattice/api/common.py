@@ -16,7 +16,7 @@ from enum import StrEnum
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonValue
 
-from lattice.api.base import IntOrString, K8sModel, Object, PodTemplate, Time
+from lattice.api.base import IntOrString, K8sModel, MicroTime, Object, PodTemplate, Time
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE
 from lattice.api.schema import cel_rule
 
@@ -226,13 +226,14 @@ class SchedulingStatus(K8sModel):
     """Scheduler stage: "" (new), Waiting, Running, Completed, RequeueCooldown, Wrong, Cancelled."""
     current_size: int | None = Field(None, ge=0)
     """Number of workers (nodes) the scheduler granted; 0 while waiting."""
-    submit_time: Time | None = None
+    submit_time: MicroTime | None = None
     """When the scheduler first saw the job."""
-    queued_time: Time | None = None
-    """When the job entered the queue (FIFO key within a priority); reset on requeue."""
-    requeue_time: Time | None = None
+    queued_time: MicroTime | None = None
+    """When the job entered the queue (FIFO key within a priority, to the microsecond); reset on
+    requeue."""
+    requeue_time: MicroTime | None = None
     """When pods were first seen pending (requeued pendingTimeout later); unset when all run."""
-    cooldown_time: Time | None = None
+    cooldown_time: MicroTime | None = None
     """Until when a requeued job stays in RequeueCooldown."""
     queue_position: int | None = Field(None, ge=0)
     """1-based position of a waiting job, in scheduling order, for the first 10; else unset."""
@@ -240,14 +241,18 @@ class SchedulingStatus(K8sModel):
     """How many times the job was requeued after its pods stayed pending."""
     attained_service: float | None = Field(None, ge=0)
     """Service received so far, in unit-seconds (scheduling units x seconds running)."""
-    service_updated_time: Time | None = None
+    service_updated_time: MicroTime | None = None
     """Up to when attainedService is accounted."""
-    last_exec_time: Time | None = None
+    last_exec_time: MicroTime | None = None
     """When the job last started running (size went from 0 to more)."""
     completion_time: Time | None = None
     """When the job finished (succeeded or failed)."""
-    last_resize_time: Time | None = None
+    last_resize_time: MicroTime | None = None
     """When currentSize last changed."""
+    admitted_time: MicroTime | None = None
+    """When the job was last admitted (currentSize from 0 to more); unset while it holds nothing.
+    Among jobs of equal priority, service band and queuedTime, the earlier admitted goes first, so
+    a running job is never stopped for one that merely ties with it."""
     last_decision: str | None = None
     """Reason of the scheduler's last decision about this job."""
     reason: str | None = None

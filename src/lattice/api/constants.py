@@ -1,16 +1,18 @@
 """API groups, versions, kinds, plurals, label and annotation keys, reserved values.
 
 Contract: every wire-level name the operator shares with upstream (Kubeflow training-operator,
-mpi-operator, Trainer v2, Kueue) is spelled once, here. ``Resource`` describes one custom resource
-(group/version/kind/plural, scope) and the six instances below are the kinds Lattice serves.
+mpi-operator, Trainer v2, Kueue) is spelled once, here. ``Resource`` (re-exported from
+``lattice.primitives.resources``) describes one resource; the six instances below are the kinds
+Lattice serves.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from lattice.primitives.resources import Resource
 
 __all__ = [
     "ALL_RESOURCES",
+    "ANNOTATION_CHECKPOINTING",
     "ANNOTATION_PRIORITY",
     "CATEGORY",
     "CLUSTER_TRAINING_RUNTIME",
@@ -54,27 +56,6 @@ CATEGORY = "lattice"
 """``kubectl get lattice`` lists every Lattice kind."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resource:
-    """One custom resource type as the apiserver knows it."""
-
-    group: str
-    version: str
-    kind: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        """``group/version`` as written in manifests."""
-        return f"{self.group}/{self.version}"
-
-    @property
-    def crd_name(self) -> str:
-        """Name of the CustomResourceDefinition object, ``<plural>.<group>``."""
-        return f"{self.plural}.{self.group}"
-
-
 TRAININGJOB = Resource(
     group=GROUP_BREEZEML, version="v1", kind="TrainingJob", plural="trainingjobs"
 )
@@ -104,6 +85,8 @@ LABEL_TRAINJOB_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 
 ANNOTATION_PRIORITY = "lattice.breezeml.ai/priority"
 """Integer priority for kinds without ``spec.priority`` (MPIJob, MXJob, TrainJob)."""
+ANNOTATION_CHECKPOINTING = "lattice.breezeml.ai/checkpointing"
+""""true": the job checkpoints, so the scheduler may stop it for a job of its own priority."""
 
 # Values of managedBy / runPolicy.managedBy.
 MANAGED_BY_MPI_OPERATOR = "kubeflow.org/mpi-operator"

@@ -30,9 +30,10 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
-from lattice.api.base import IntOrString, Object, ObjectMeta, PodTemplate, Time
+from lattice.api.base import IntOrString, K8sSchema, MicroTime, Object, ObjectMeta, Time
 from lattice.api.common import SchedulingStatus
 from lattice.api.crd import DESCRIPTORS, CRDDescriptor
+from lattice.api.jobset import JobTemplate
 
 __all__ = ["DEFAULT_OUTPUT", "EXAMPLE_TRAININGJOB", "main", "render_api_reference"]
 
@@ -83,7 +84,8 @@ _SCALARS: dict[Any, str] = {
 # Annotated aliases, compared before unwrapping.
 _ALIASES: tuple[tuple[Any, str], ...] = (
     (Time, f"[Time]({K8S_REF}#time-v1-meta)"),
-    (PodTemplate, f"[PodTemplateSpec]({K8S_REF}#podtemplatespec-v1-core)"),
+    (MicroTime, f"[MicroTime]({K8S_REF}#microtime-v1-meta)"),
+    (JobTemplate, f"[JobTemplateSpec]({K8S_REF}#jobtemplatespec-v1-batch)"),
     (Object, "object"),
     (IntOrString, "IntOrString"),
 )
@@ -123,6 +125,9 @@ def _type_name(tp: Any) -> str:
             return text
     origin = typing.get_origin(tp)
     if origin is typing.Annotated:
+        k8s = next((m for m in tp.__metadata__ if isinstance(m, K8sSchema)), None)
+        if k8s is not None:
+            return f"[{k8s.kind}]({K8S_REF}#{k8s.kind.lower()}-{k8s.group_version})"
         return _type_name(_args(tp)[0])
     if tp is ObjectMeta:
         return f"[ObjectMeta]({K8S_REF}#objectmeta-v1-meta)"

@@ -8,18 +8,21 @@ DNS-1035 label; ``runPolicy.managedBy`` is training-operator or MultiKueue and i
 
 Schema defaults: ``jobMode`` MXTrain (upstream requires the field; Lattice defaults it),
 ``replicas`` 1 and ``restartPolicy`` Never for every replica type, ``runPolicy.cleanPodPolicy``
-None. Operator-side: replica-type keys are *not* case-normalised (upstream's
-setTypeNameToCamelCase); lower-case keys are rejected instead. The container is named
-``mxnet``, with port ``mxjob-port`` (default 9091) added by the operator when missing.
+None. Replica-type keys are matched ignoring letter case, as v1.7 did (``worker:`` is
+``Worker``): the CRD rules accept any case (but not two keys that differ only in case), and
+parsing normalises the keys to the canonical spelling (upstream's setTypeNameToCamelCase), so
+every reader of the model sees ``Worker``. The container is named ``mxnet``, with port
+``mxjob-port`` (default 9091) added by the operator when missing.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 from pydantic.config import JsonDict, JsonValue
+from pydantic_core import PydanticCustomError
 
 from lattice.api.base import K8sModel, ObjectMeta
 from lattice.api.common import (
@@ -32,7 +35,15 @@ from lattice.api.common import (
 from lattice.api.constants import MANAGED_BY_TRAINING_OPERATOR, MX_REPLICA_TYPES, REPLICA_SCHEDULER
 from lattice.api.schema import cel_rule
 
-__all__ = ["JobMode", "MXJob", "MXJobSpec", "MXReplicaSpec", "MXRunPolicy", "mxjob_root_rules"]
+__all__ = [
+    "JobMode",
+    "MXJob",
+    "MXJobSpec",
+    "MXReplicaSpec",
+    "MXRunPolicy",
+    "canonical_replica_type",
+    "mxjob_root_rules",
+]
 
 _RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 
@@ -67,18 +78,29 @@ class MXReplicaSpec(ReplicaSpec):
     """Restart policy of the replicas. Defaults to Never."""
 
 
-_KNOWN_TYPES = " + ".join(f"('{t}' in self ? 1 : 0)" for t in MX_REPLICA_TYPES)
+_LOWER = str([t.lower() for t in MX_REPLICA_TYPES])
 _REPLICA_RULES: list[JsonValue] = [
     cel_rule(
-        f"size(self) == {_KNOWN_TYPES}",
+        f"self.all(k, k.lowerAscii() in {_LOWER})",
         "spec.mxReplicaSpecs may only contain the replica types " + ", ".join(MX_REPLICA_TYPES),
     ),
     cel_rule(
-        f"!('{REPLICA_SCHEDULER}' in self) || !has(self.{REPLICA_SCHEDULER}.replicas) || "
-        f"self.{REPLICA_SCHEDULER}.replicas <= 1",
+        "self.all(k, self.filter(j, j.lowerAscii() == k.lowerAscii()).size() == 1)",
+        "spec.mxReplicaSpecs must not name a replica type twice (keys are matched ignoring case)",
+    ),
+    cel_rule(
+        f"self.all(k, k.lowerAscii() != '{REPLICA_SCHEDULER.lower()}' || "
+        "!has(self[k].replicas) || self[k].replicas <= 1)",
         "spec.mxReplicaSpecs.Scheduler.replicas must be at most 1",
     ),
 ]
+
+_CANONICAL = {t.lower(): t for t in MX_REPLICA_TYPES}
+
+
+def canonical_replica_type(key: str) -> str:
+    """``worker`` -> ``Worker`` (any letter case); unknown keys are returned unchanged."""
+    return _CANONICAL.get(key.lower(), key)
 
 
 class MXJobSpec(K8sModel):
@@ -92,7 +114,24 @@ class MXJobSpec(K8sModel):
         max_length=len(MX_REPLICA_TYPES),
         json_schema_extra={"x-kubernetes-validations": _REPLICA_RULES},
     )
-    """Replica specs keyed by type: Scheduler, Server, Worker, TunerTracker, TunerServer, Tuner."""
+    """Replica specs keyed by type: Scheduler, Server, Worker, TunerTracker, TunerServer, Tuner
+    (any letter case; normalised on parse)."""
+
+    @field_validator("mx_replica_specs", mode="before")
+    @classmethod
+    def _canonical_keys(cls, value: Any) -> Any:
+        """Rename ``worker`` to ``Worker`` etc.; two keys for one type stay a validation error."""
+        if not isinstance(value, dict):
+            return value
+        renamed = {canonical_replica_type(str(k)): v for k, v in value.items()}
+        if len(renamed) != len(value):
+            keys = ", ".join(sorted(map(str, value)))
+            raise PydanticCustomError(
+                "duplicate_replica_type",
+                "names a replica type twice (keys are matched ignoring case): {keys}",
+                {"keys": keys},
+            )
+        return renamed
 
 
 def mxjob_root_rules() -> list[JsonDict]:

@@ -1,40 +1,58 @@
-"""TrainingRuntime / ClusterTrainingRuntime ``trainer.kubeflow.org/v1alpha1`` (Trainer v2.0.0).
+"""TrainingRuntime / ClusterTrainingRuntime ``trainer.kubeflow.org/v1alpha1`` (Trainer v2.3.0).
 
-Contract: the spec mirrors ``trainingruntime_types.go`` at v2.0.0: ``mlPolicy`` (numNodes, and
-at most one of ``torch``/``mpi``), ``podGroupPolicy`` (coscheduling) and ``template``, a JobSet
-template. Only the JobSet fields the operator reads are declared (replicatedJobs, successPolicy,
-network); every other JobSet field is preserved untouched. Runtimes have no status.
+Contract: the spec mirrors ``trainingruntime_types.go`` at v2.3.0: ``mlPolicy`` (numNodes and at
+most one of ``torch``, ``mpi``, ``flux``, ``jax``, ``xgboost``), ``podGroupPolicy``
+(``coscheduling`` or ``volcano``) and ``template``, a JobSet template (``lattice.api.jobset``,
+every JobSet v0.12 field, Job templates with the full Kubernetes schema). Fields that v2.0/v2.1
+had and v2.2 removed (``torch.numProcPerNode``, ``torch.elasticPolicy``) are still accepted, so
+runtimes written for v2.0 apply unchanged. Runtimes have no status and no printer columns.
 
-Rules (v2.0.0 CEL plus Lattice's): only one of torch/mpi; numNodes not together with
-torch.elasticPolicy; elasticPolicy ``1 <= minNodes <= maxNodes``; torch numProcPerNode is a
-positive integer or auto/cpu/gpu; replicatedJobs names unique and non-empty; mpi
-mpiImplementation is OpenMPI (the only one v2.0.0 accepts).
+Rules: only one ML policy; numNodes not together with torch.elasticPolicy; elasticPolicy
+``minNodes <= maxNodes``; torch numProcPerNode a positive integer or auto/cpu/gpu;
+``envInjection`` targets never name the ``node`` container; flux numProcPerNode >= 1; only one
+of coscheduling/volcano; mpi mpiImplementation OpenMPI (or empty, as upstream's enum allows).
 
 Schema defaults: torch ``numProcPerNode`` auto; mpi ``numProcPerNode`` 1, ``mpiImplementation``
-OpenMPI, ``sshAuthMountPath`` /root/.ssh, ``runLauncherAsNode`` false; coscheduling
-``scheduleTimeoutSeconds`` 60; replicatedJob ``replicas`` 1. Operator-side: ``mlPolicy.numNodes``
-defaults to 1 (not a schema default: it would collide with elasticPolicy).
+OpenMPI, ``sshAuthMountPath`` /root/.ssh, ``runLauncherAsNode`` false; flux ``numProcPerNode`` 1;
+coscheduling ``scheduleTimeoutSeconds`` 60; volcano networkTopology ``mode`` hard and
+``highestTierAllowed`` 1. Operator-side: ``mlPolicy.numNodes`` defaults to 1 (not a schema
+default: it would collide with elasticPolicy).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StringConstraints
 
-from lattice.api.base import IntOrString, K8sModel, Object, ObjectMeta
+from lattice.api.base import IntOrString, K8sModel, MetricSpec, ObjectMeta
+from lattice.api.jobset import (
+    MAX_REPLICATED_JOBS,
+    JobSetNetwork,
+    JobSetSpec,
+    JobSetSuccessPolicy,
+    ReplicatedJob,
+    SuccessPolicyOperator,
+)
 from lattice.api.schema import cel_rule
 
 __all__ = [
+    "MAX_REPLICATED_JOBS",
     "ClusterTrainingRuntime",
     "CoschedulingPodGroupPolicySource",
+    "EnvInjection",
+    "EnvInjectionTarget",
+    "FluxMLPolicySource",
+    "JAXMLPolicySource",
     "JobSetNetwork",
     "JobSetSpec",
     "JobSetSuccessPolicy",
     "JobSetTemplateSpec",
     "MLPolicy",
     "MPIMLPolicySource",
+    "NetworkTopologyMode",
+    "NetworkTopologySpec",
     "PodGroupPolicy",
     "ReplicatedJob",
     "SuccessPolicyOperator",
@@ -43,14 +61,15 @@ __all__ = [
     "TorchMLPolicySource",
     "TrainingRuntime",
     "TrainingRuntimeSpec",
+    "VolcanoPodGroupPolicySource",
+    "XGBoostMLPolicySource",
 ]
 
-MAX_REPLICATED_JOBS = 32
-"""Bound on replicatedJobs, so that the uniqueness rule stays within the CEL cost budget."""
+_ONE_POLICY = ("torch", "mpi", "jax", "xgboost", "flux")
 
 
 class TorchElasticPolicy(K8sModel):
-    """Elastic PyTorch: torchrun ``--nnodes=minNodes:maxNodes`` (not implemented in v2.0.0)."""
+    """Elastic PyTorch: torchrun ``--nnodes=minNodes:maxNodes`` (Trainer v2.0/v2.1 only)."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -70,10 +89,49 @@ class TorchElasticPolicy(K8sModel):
     """Fewest nodes the job scales down to."""
     max_nodes: int | None = Field(None, ge=1, le=100_000)
     """Most nodes the job scales up to."""
-    metrics: list[Object] | None = Field(
+    metrics: list[MetricSpec] | None = Field(
         None, json_schema_extra={"x-kubernetes-list-type": "atomic"}
     )
     """autoscaling/v2 MetricSpecs for an HPA."""
+
+
+_ContainerName = Annotated[str, StringConstraints(max_length=63)]
+
+
+class EnvInjectionTarget(K8sModel):
+    """Containers of one replicatedJob that also get the PET_* environment."""
+
+    job_name: str = Field(min_length=1, max_length=253)
+    """Name of the replicatedJob, e.g. node."""
+    container_names: list[_ContainerName] = Field(
+        min_length=1,
+        max_length=8,
+        json_schema_extra={
+            "x-kubernetes-list-type": "set",
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "!self.exists(c, c == 'node')",
+                    "envInjection containerNames must not include node: the node container "
+                    "always gets the PET_* variables",
+                )
+            ],
+        },
+    )
+    """Containers (sidecars, init containers) that get the PET_* variables too."""
+
+
+class EnvInjection(K8sModel):
+    """Extra containers that get the framework environment."""
+
+    targets: list[EnvInjectionTarget] | None = Field(
+        None,
+        max_length=16,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["jobName"],
+        },
+    )
+    """One entry per replicatedJob."""
 
 
 class TorchMLPolicySource(K8sModel):
@@ -91,9 +149,12 @@ class TorchMLPolicySource(K8sModel):
             ]
         },
     )
-    """torchrun --nproc-per-node: auto (default), cpu, gpu or a positive integer."""
+    """torchrun --nproc-per-node: auto (default), cpu, gpu or a positive integer (Trainer
+    v2.0/v2.1; v2.2 derives it from the trainer's resources)."""
     elastic_policy: TorchElasticPolicy | None = None
-    """Elastic training policy; excludes mlPolicy.numNodes."""
+    """Elastic training policy (Trainer v2.0/v2.1); excludes mlPolicy.numNodes."""
+    env_injection: EnvInjection | None = None
+    """Containers besides node that get the PET_* variables (Trainer v2.3)."""
 
 
 class MPIMLPolicySource(K8sModel):
@@ -101,12 +162,35 @@ class MPIMLPolicySource(K8sModel):
 
     num_proc_per_node: int = Field(1, ge=1)
     """Slots per node in the hostfile. Defaults to 1."""
-    mpi_implementation: Literal["OpenMPI"] = "OpenMPI"
-    """MPI implementation; v2.0.0 supports OpenMPI only."""
-    ssh_auth_mount_path: str = "/root/.ssh"
+    mpi_implementation: Literal["OpenMPI", ""] = "OpenMPI"
+    """MPI implementation; Trainer supports OpenMPI only (empty means OpenMPI)."""
+    ssh_auth_mount_path: str = Field("/root/.ssh", max_length=4096)
     """Directory where the SSH keys are mounted. Defaults to /root/.ssh."""
     run_launcher_as_node: bool = False
     """Also run a training process in the launcher Job. Defaults to false."""
+
+
+class FluxMLPolicySource(K8sModel):
+    """Flux Framework (HPC) runtime configuration."""
+
+    num_proc_per_node: int = Field(
+        1,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule("self >= 1", "mlPolicy.flux.numProcPerNode must be at least 1")
+            ]
+        },
+    )
+    """Tasks per node. Defaults to 1."""
+
+
+class JAXMLPolicySource(K8sModel):
+    """JAX runtime configuration (no parameters: the coordinator and process ids are derived)."""
+
+
+class XGBoostMLPolicySource(K8sModel):
+    """XGBoost (Rabit/collective) runtime configuration: one worker per GPU of a node, or one
+    per node without GPUs."""
 
 
 class MLPolicy(K8sModel):
@@ -122,8 +206,9 @@ class MLPolicy(K8sModel):
                     field_path=".numNodes",
                 ),
                 cel_rule(
-                    "!(has(self.torch) && has(self.mpi))",
-                    "only one of mlPolicy.torch and mlPolicy.mpi may be configured",
+                    "[" + ", ".join(f"has(self.{p})" for p in _ONE_POLICY) + "]"
+                    ".filter(x, x).size() <= 1",
+                    "only one of mlPolicy.torch, mpi, jax, xgboost and flux may be configured",
                 ),
             ]
         }
@@ -132,9 +217,15 @@ class MLPolicy(K8sModel):
     num_nodes: int | None = Field(None, ge=1, le=100_000)
     """Number of training nodes. Defaults to 1 (operator-side)."""
     torch: TorchMLPolicySource | None = None
-    """PyTorch configuration."""
+    """PyTorch configuration (torchrun)."""
     mpi: MPIMLPolicySource | None = None
-    """MPI configuration."""
+    """MPI configuration (launcher and workers over SSH)."""
+    flux: FluxMLPolicySource | None = None
+    """Flux Framework configuration."""
+    jax: JAXMLPolicySource | None = None
+    """JAX configuration (distributed JAX over the JobSet's DNS)."""
+    xgboost: XGBoostMLPolicySource | None = None
+    """XGBoost configuration (collective tracker on the first node)."""
 
 
 class CoschedulingPodGroupPolicySource(K8sModel):
@@ -144,85 +235,64 @@ class CoschedulingPodGroupPolicySource(K8sModel):
     """Seconds to wait for the whole group. Defaults to 60."""
 
 
+class NetworkTopologyMode(StrEnum):
+    """How strictly Volcano keeps a gang within a network tier."""
+
+    HARD = "hard"
+    SOFT = "soft"
+
+
+class NetworkTopologySpec(K8sModel):
+    """Volcano network-topology-aware scheduling (HyperNodes)."""
+
+    mode: NetworkTopologyMode = NetworkTopologyMode.HARD
+    """hard (default): never cross highestTierAllowed; soft: prefer not to."""
+    highest_tier_allowed: int = 1
+    """Highest HyperNode tier the gang may span. Defaults to 1."""
+
+
+class VolcanoPodGroupPolicySource(K8sModel):
+    """Gang-scheduling through a Volcano PodGroup."""
+
+    network_topology: NetworkTopologySpec | None = None
+    """Network topology constraints of the PodGroup."""
+
+
 class PodGroupPolicy(K8sModel):
     """Gang-scheduling through a PodGroup."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "!(has(self.coscheduling) && has(self.volcano))",
+                    "only one of podGroupPolicy.coscheduling and podGroupPolicy.volcano may be "
+                    "configured",
+                )
+            ]
+        }
+    )
+
     coscheduling: CoschedulingPodGroupPolicySource | None = None
     """Use the coscheduling plugin of scheduler-plugins."""
+    volcano: VolcanoPodGroupPolicySource | None = None
+    """Use the Volcano scheduler."""
 
 
 class TemplateMetadata(K8sModel):
-    """Labels and annotations of the JobSet built from the runtime."""
+    """Labels and annotations of the JobSet built from the runtime (name and namespace are the
+    TrainJob's; if given here they are ignored)."""
 
     labels: dict[str, str] | None = None
     """Labels of the JobSet."""
     annotations: dict[str, str] | None = None
     """Annotations of the JobSet."""
-
-
-class ReplicatedJob(K8sModel):
-    """A group of identical batch Jobs in the JobSet."""
-
-    name: str = Field(min_length=1, max_length=63)
-    """Name of the replicatedJob (node, launcher, dataset-initializer, model-initializer ...)."""
-    replicas: int = Field(1, ge=0, le=10_000)
-    """Number of Jobs. Defaults to 1."""
-    template: Object = Field(default_factory=dict)
-    """batch/v1 JobTemplateSpec (metadata and spec) of each Job."""
-
-
-class SuccessPolicyOperator(StrEnum):
-    """How targetReplicatedJobs combine."""
-
-    ALL = "All"
-    ANY = "Any"
-
-
-class JobSetSuccessPolicy(K8sModel):
-    """When the JobSet counts as succeeded."""
-
-    operator: SuccessPolicyOperator
-    """All or Any of the targeted Jobs must succeed."""
-    target_replicated_jobs: list[str] | None = None
-    """replicatedJobs the operator applies to; empty means all."""
-
-
-class JobSetNetwork(K8sModel):
-    """Headless service and DNS of the JobSet."""
-
-    enable_dns_hostnames: bool | None = Field(None, alias="enableDNSHostnames")
-    """Give pods stable hostnames <jobset>-<rjob>-<job>-<pod>.<subdomain>."""
-    subdomain: str | None = None
-    """Name of the headless service; defaults to the JobSet name."""
-    publish_not_ready_addresses: bool | None = None
-    """Publish DNS records of pods that are not ready."""
-
-
-class JobSetSpec(K8sModel):
-    """A ``jobset.x-k8s.io/v1alpha2`` JobSetSpec; undeclared fields are preserved as written."""
-
-    model_config = ConfigDict(
-        extra="allow",
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
-    )
-
-    replicated_jobs: list[ReplicatedJob] = Field(
-        default_factory=list,
-        max_length=MAX_REPLICATED_JOBS,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "self.all(x, self.exists_one(y, y.name == x.name))",
-                    "spec.template.spec.replicatedJobs names must be unique",
-                ),
-            ]
-        },
-    )
-    """The replicatedJobs; names must be unique."""
-    success_policy: JobSetSuccessPolicy | None = None
-    """When the JobSet counts as succeeded."""
-    network: JobSetNetwork | None = None
-    """Headless service and DNS settings."""
+    name: str | None = None
+    """Ignored: the JobSet is named after the TrainJob."""
+    namespace: str | None = None
+    """Ignored: the JobSet is in the TrainJob's namespace."""
+    finalizers: list[str] | None = None
+    """Ignored."""
 
 
 class JobSetTemplateSpec(K8sModel):
@@ -238,7 +308,7 @@ class TrainingRuntimeSpec(K8sModel):
     """Desired state of a (Cluster)TrainingRuntime."""
 
     ml_policy: MLPolicy | None = None
-    """ML-specific parameters: numNodes, torch or mpi."""
+    """ML-specific parameters: numNodes and one of torch, mpi, jax, xgboost, flux."""
     pod_group_policy: PodGroupPolicy | None = None
     """Gang-scheduling configuration."""
     template: JobSetTemplateSpec

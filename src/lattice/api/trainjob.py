@@ -1,9 +1,13 @@
-"""TrainJob ``trainer.kubeflow.org/v1alpha1``: the Kubeflow Trainer v2.0.0 job API.
+"""TrainJob ``trainer.kubeflow.org/v1alpha1``: the Kubeflow Trainer job API, v2.0 to v2.3.
 
-Contract: the spec mirrors ``trainjob_types.go`` at v2.0.0: ``runtimeRef`` (immutable),
-``initializer``, ``trainer``, ``labels``/``annotations``, ``podSpecOverrides``, ``suspend`` and
-``managedBy`` (trainjob-controller or MultiKueue, immutable). The status mirrors upstream
-(``metav1.Condition`` list and ``jobsStatus``) plus ``lattice``, the scheduler block.
+Contract: the spec mirrors ``trainjob_types.go`` at v2.3.0: ``runtimeRef``, ``initializer`` and
+``trainer`` (all three immutable), ``runtimePatches``, ``suspend``, ``activeDeadlineSeconds``
+(>= 1, immutable) and ``managedBy`` (trainjob-controller or MultiKueue, immutable). The fields
+that v2.2 removed upstream (``labels``, ``annotations``, v2.0's ``podSpecOverrides`` and v2.1's
+``podTemplateOverrides``) are still accepted, so TrainJobs written for any release since v2.0
+apply unchanged (``lattice.api.trainjob_overrides``). The status mirrors upstream
+(``metav1.Condition`` list, ``jobsStatus``, ``trainerStatus``) plus ``lattice``, the scheduler
+block.
 
 Schema defaults: ``runtimeRef.apiGroup`` trainer.kubeflow.org, ``runtimeRef.kind``
 ClusterTrainingRuntime, ``suspend`` false, ``managedBy`` trainer.kubeflow.org/trainjob-controller.
@@ -14,15 +18,30 @@ Operator-side: ``trainer.numNodes`` falls back to the runtime's ``mlPolicy.numNo
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, StringConstraints
 from pydantic.config import JsonDict
 
-from lattice.api.base import IntOrString, K8sModel, Object, ObjectMeta, Time
+from lattice.api.base import (
+    EnvVar,
+    IntOrString,
+    K8sModel,
+    ObjectMeta,
+    ResourceRequirements,
+    Time,
+)
 from lattice.api.common import ConditionStatus, SchedulingStatus
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE, MANAGED_BY_TRAINJOB_CONTROLLER
 from lattice.api.schema import cel_rule
+from lattice.api.trainjob_overrides import (
+    ContainerOverride,
+    PodSchedulingGate,
+    PodSpecOverride,
+    PodSpecOverrideTargetJob,
+    PodTemplateOverride,
+    RuntimePatch,
+)
 
 __all__ = [
     "Condition",
@@ -31,21 +50,56 @@ __all__ = [
     "Initializer",
     "JobsStatus",
     "LocalObjectReference",
+    "Metric",
     "ModelInitializer",
     "PodSchedulingGate",
     "PodSpecOverride",
     "PodSpecOverrideTargetJob",
+    "PodTemplateOverride",
     "RuntimeKind",
+    "RuntimePatch",
     "RuntimeRef",
     "TrainJob",
     "TrainJobConditionType",
     "TrainJobSpec",
     "TrainJobStatus",
     "Trainer",
+    "TrainerStatus",
     "trainjob_root_rules",
 ]
 
 _RFC1035 = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_URI = "^[A-Za-z][A-Za-z0-9+.-]*://.+$"
+
+
+def _immutable(path: str) -> dict[str, Any]:
+    return {"x-kubernetes-validations": [cel_rule("self == oldSelf", f"{path} is immutable")]}
+
+
+def _env() -> Any:
+    return Field(
+        None,
+        max_length=128,
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
+
+
+def _storage_uri(what: str) -> Any:
+    return Field(
+        None,
+        max_length=2048,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    f"self == '' || self.matches('{_URI}')",
+                    f"initializer.{what}.storageUri must be empty or a URI (scheme://...)",
+                )
+            ]
+        },
+    )
+
+
+_Arg = Annotated[str, StringConstraints(max_length=1_048_576)]
 
 
 class RuntimeKind(StrEnum):
@@ -84,9 +138,9 @@ class LocalObjectReference(K8sModel):
 class DatasetInitializer(K8sModel):
     """Overrides for the runtime's dataset-initializer job."""
 
-    storage_uri: str | None = None
+    storage_uri: str | None = _storage_uri("dataset")
     """Storage URI of the dataset provider, e.g. hf://tatsu-lab/alpaca."""
-    env: list[Object] | None = None
+    env: list[EnvVar] | None = _env()
     """Environment variables merged into the initializer container."""
     secret_ref: LocalObjectReference | None = None
     """Secret with the credentials to download the dataset."""
@@ -95,9 +149,9 @@ class DatasetInitializer(K8sModel):
 class ModelInitializer(K8sModel):
     """Overrides for the runtime's model-initializer job."""
 
-    storage_uri: str | None = None
+    storage_uri: str | None = _storage_uri("model")
     """Storage URI of the model provider, e.g. hf://meta-llama/Llama-3.2-1B."""
-    env: list[Object] | None = None
+    env: list[EnvVar] | None = _env()
     """Environment variables merged into the initializer container."""
     secret_ref: LocalObjectReference | None = None
     """Secret with the credentials to download the model."""
@@ -115,96 +169,69 @@ class Initializer(K8sModel):
 class Trainer(K8sModel):
     """Overrides for the runtime's trainer job (the replicatedJob with ancestor-step=trainer)."""
 
-    image: str | None = None
+    image: str | None = Field(None, max_length=500)
     """Image of the training container."""
-    command: list[str] | None = None
+    command: list[_Arg] | None = Field(
+        None, max_length=128, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
     """Entrypoint of the training container."""
-    args: list[str] | None = None
+    args: list[_Arg] | None = Field(
+        None, max_length=128, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
     """Arguments of the entrypoint."""
-    env: list[Object] | None = None
+    env: list[EnvVar] | None = _env()
     """Environment variables merged into the training container."""
     num_nodes: int | None = Field(None, ge=1, le=100_000)
     """Number of training nodes; overrides the runtime's mlPolicy.numNodes."""
-    resources_per_node: Object | None = None
+    resources_per_node: ResourceRequirements | None = None
     """Compute resources (requests/limits) of each training node."""
     num_proc_per_node: IntOrString | None = None
-    """Processes per node: auto, cpu, gpu or an integer (torch); an integer (MPI)."""
-
-
-class PodSpecOverrideTargetJob(K8sModel):
-    """A replicatedJob of the runtime."""
-
-    name: str
-    """Name of the replicatedJob whose pod spec is overridden."""
-
-
-class ContainerOverride(K8sModel):
-    """Per-container overrides."""
-
-    name: str
-    """Container name; the runtime must have it."""
-    env: list[Object] | None = None
-    """Environment variables merged into the container."""
-    volume_mounts: list[Object] | None = None
-    """Volume mounts added to the container."""
-
-
-class PodSchedulingGate(K8sModel):
-    """A pod scheduling gate."""
-
-    name: str
-    """Name of the gate."""
-
-
-class PodSpecOverride(K8sModel):
-    """Pod spec overrides applied to some replicatedJobs of the runtime."""
-
-    target_jobs: list[PodSpecOverrideTargetJob]
-    """The replicatedJobs to override."""
-    service_account_name: str | None = None
-    """Service account of the pods."""
-    node_selector: dict[str, str] | None = None
-    """Node selector of the pods."""
-    tolerations: list[Object] | None = None
-    """Tolerations of the pods."""
-    volumes: list[Object] | None = None
-    """Volumes of the pods."""
-    init_containers: list[ContainerOverride] | None = None
-    """Overrides of init containers."""
-    containers: list[ContainerOverride] | None = None
-    """Overrides of containers."""
-    scheduling_gates: list[PodSchedulingGate] | None = None
-    """Scheduling gates of the pods."""
+    """Processes per node: an integer (v2.3), or auto, cpu or gpu (torch, Trainer v2.0/v2.1)."""
 
 
 class TrainJobSpec(K8sModel):
     """Desired state of a TrainJob."""
 
-    runtime_ref: RuntimeRef = Field(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule("self == oldSelf", "spec.runtimeRef is immutable"),
-            ]
-        }
-    )
+    runtime_ref: RuntimeRef = Field(json_schema_extra=_immutable("spec.runtimeRef"))
     """The training runtime to instantiate. Immutable."""
-    initializer: Initializer | None = None
-    """Dataset and model initialisation."""
-    trainer: Trainer | None = None
-    """Training container overrides: image, command, env, number of nodes, resources."""
+    initializer: Initializer | None = Field(None, json_schema_extra=_immutable("spec.initializer"))
+    """Dataset and model initialisation. Immutable."""
+    trainer: Trainer | None = Field(None, json_schema_extra=_immutable("spec.trainer"))
+    """Training container overrides: image, command, env, number of nodes, resources.
+    Immutable."""
+    runtime_patches: list[RuntimePatch] | None = Field(
+        None,
+        max_length=16,
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["manager"],
+        },
+    )
+    """Patches of the runtime's JobSet template, one entry per manager, applied in order
+    (Trainer v2.2+)."""
     labels: dict[str, str] | None = None
-    """Labels merged into the JobSet and its Jobs."""
+    """Labels merged into the JobSet and its Jobs (Trainer v2.0/v2.1)."""
     annotations: dict[str, str] | None = None
-    """Annotations merged into the JobSet and its Jobs."""
+    """Annotations merged into the JobSet and its Jobs (Trainer v2.0/v2.1)."""
     pod_spec_overrides: list[PodSpecOverride] | None = Field(
         None, json_schema_extra={"x-kubernetes-list-type": "atomic"}
     )
-    """Pod spec overrides for the runtime's replicatedJobs."""
+    """Pod spec overrides for the runtime's replicatedJobs (Trainer v2.0)."""
+    pod_template_overrides: list[PodTemplateOverride] | None = Field(
+        None, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """Pod template overrides for the runtime's replicatedJobs; later entries win (Trainer
+    v2.1)."""
     suspend: bool = False
     """Suspend the TrainJob (the JobSet is suspended). Defaults to false."""
+    active_deadline_seconds: int | None = Field(
+        None, ge=1, json_schema_extra=_immutable("spec.activeDeadlineSeconds")
+    )
+    """Seconds the TrainJob may be active, counted from its start (reset on resume), before its
+    pods are terminated and it fails with reason DeadlineExceeded. Immutable."""
     managed_by: str = Field(
         MANAGED_BY_TRAINJOB_CONTROLLER,
-        max_length=63,
+        max_length=253,
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel_rule(
@@ -254,11 +281,47 @@ class JobsStatus(K8sModel):
     """Jobs that are suspended."""
 
 
+class Metric(K8sModel):
+    """A training metric reported by the trainer."""
+
+    name: str = Field(min_length=1, max_length=64)
+    """Metric name, e.g. loss."""
+    value: str = Field(min_length=1, max_length=64)
+    """Metric value, as a string."""
+
+
+class TrainerStatus(K8sModel):
+    """Progress the trainer reported (Trainer v2.2+, alpha upstream)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_rule(
+                    "has(self.lastUpdatedTime)",
+                    "status.trainerStatus.lastUpdatedTime is required",
+                )
+            ]
+        }
+    )
+
+    progress_percentage: int | None = Field(None, ge=0, le=100)
+    """Estimated completion, 0 to 100."""
+    estimated_remaining_seconds: int | None = Field(None, ge=0)
+    """Estimated seconds until completion."""
+    metrics: list[Metric] | None = Field(
+        None, max_length=256, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
+    """Current metrics."""
+    last_updated_time: Time | None = None
+    """When this status was observed."""
+
+
 class TrainJobStatus(K8sModel):
     """Observed state of a TrainJob."""
 
     conditions: list[Condition] = Field(
         default_factory=list,
+        max_length=8,
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["type"],
@@ -267,12 +330,15 @@ class TrainJobStatus(K8sModel):
     """Current conditions."""
     jobs_status: list[JobsStatus] = Field(
         default_factory=list,
+        max_length=100,
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["name"],
         },
     )
     """Child Job counts per replicatedJob."""
+    trainer_status: TrainerStatus | None = None
+    """Progress reported by the trainer (accepted; Lattice does not write it)."""
     lattice: SchedulingStatus | None = None
     """Lattice scheduler state of this job."""
 

@@ -19,7 +19,7 @@ from typing import Any
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from lattice.frameworks.pods import ANNOTATION_GENERATE, GENERATE_SSH_KEYPAIR
+from lattice.frameworks.policies.mpi import ANNOTATION_GENERATE, GENERATE_SSH_KEYPAIR
 
 __all__ = ["GENERATE_ANNOTATION", "fill_generated", "ssh_keypair"]
 

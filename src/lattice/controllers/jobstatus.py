@@ -1,9 +1,17 @@
-"""Pure helpers over a job's raw ``status``: paths, Kubeflow conditions, times.
+"""Pure helpers over a job's raw ``status``: paths, Kubeflow conditions, times, own writes.
 
 Contract: nothing here does I/O or reads a clock. Functions take the raw object (a dict from the
 cache) and return new values; inputs are never mutated (``with_path`` copies along the path).
 Conditions follow ``lattice.api.conditions.set_condition`` (Kubeflow ``status.go`` rules) and
 are serialised in the wire's camelCase.
+
+Status ownership: the reconciler is the one writer of the block at ``plugin.exec_path`` (the
+conditions, replica statuses, start and completion times; for the Kubeflow kinds all of
+``status`` but ``status.lattice``), the scheduler of the block at ``plugin.scheduling_path``.
+:func:`status_after` builds the reconciler's new ``status`` with the cached scheduler block left
+as it was, so its merge patch never touches a scheduler field and needs no resourceVersion
+precondition. :class:`ReadBack` keeps what that precondition guarded: a reconcile never works
+from a version older than the reconciler's own last write.
 """
 
 from __future__ import annotations
@@ -13,15 +21,18 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from lattice.api.base import format_time, parse_time
 from lattice.api.common import ConditionStatus, JobCondition
 from lattice.api.conditions import set_condition
 from lattice.frameworks.base import JobPlugin, PodView, Progress, RendersStatus
-from lattice.frameworks.pods import is_disrupted
+from lattice.frameworks.failures import is_disrupted
+from lattice.primitives import paths
+from lattice.primitives.times import format_time as fmt
+from lattice.primitives.times import parse_opt_time
 from lattice.runtime.events import ObjectRef
 
 __all__ = [
     "PREEMPTED",
+    "ReadBack",
     "Step",
     "charged_statuses",
     "condition_reason",
@@ -34,6 +45,7 @@ __all__ = [
     "put_condition",
     "reconcile_signature",
     "replica_statuses",
+    "status_after",
     "with_nulls",
     "with_path",
 ]
@@ -42,13 +54,8 @@ Obj = dict[str, Any]
 
 
 def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Obj:
-    """The dict at ``path`` (``{}`` where any step is missing or not a dict)."""
-    node: Any = obj
-    for step in path:
-        node = node.get(step) if isinstance(node, Mapping) else None
-        if node is None:
-            return {}
-    return dict(node) if isinstance(node, Mapping) else {}
+    """A copy of the dict at ``path`` (``{}`` where any step is missing or not a dict)."""
+    return dict(paths.get_path(obj, path))
 
 
 #: The scheduler's fields a reconcile acts on. The others (queue position, queued and requeue
@@ -132,21 +139,6 @@ def put_condition(
         c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in updated
     ]
     return out
-
-
-def parse_opt_time(value: object) -> datetime | None:
-    """An RFC 3339 string as an aware datetime; None for anything else."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
-
-
-def fmt(value: datetime) -> str:
-    """The wire format of a ``metav1.Time``."""
-    return format_time(value)
 
 
 class Step:
@@ -251,3 +243,67 @@ def controller_ref(meta: Obj) -> Obj | None:
         if isinstance(ref, dict) and ref.get("controller"):
             return ref
     return None
+
+
+def status_after(obj: Mapping[str, Any], plugin: JobPlugin[Any], exec_block: Obj) -> Obj:
+    """``obj``'s ``status`` with the reconciler's block replaced by ``exec_block`` and the
+    scheduler's block exactly as cached (restored after, when it nests in the exec block)."""
+    old = obj.get("status") or {}
+    new = dict(old) if isinstance(old, Mapping) else {}
+    sched = get_path(obj, plugin.scheduling_path)
+    # The shorter path first: Kubeflow kinds keep the scheduler block inside the exec one.
+    for path, block in sorted(
+        ((plugin.exec_path, exec_block), (plugin.scheduling_path, sched)),
+        key=lambda pb: len(pb[0]),
+    ):
+        new = with_path(new, path, block)
+    return new
+
+
+def _rv(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+class ReadBack:
+    """Each job's last status write by this reconciler, read back until the cache shows it.
+
+    :meth:`current` returns the cached object, or the object the last write returned while the
+    cache still shows an older version: one whose reconciler block differs from the one written
+    (the reconciler being its one writer, a cached version with a different block is older than
+    the write, and everything in the written object is at least as new). A version with the
+    same block, the written version itself, or a new uid ends the read-back.
+    """
+
+    def __init__(self, plugin: JobPlugin[Any]) -> None:
+        self._plugin = plugin
+        self._written: dict[str, Obj] = {}
+
+    def _own(self, obj: Mapping[str, Any]) -> Obj:
+        own = get_path(obj, self._plugin.exec_path)
+        sched, exec_ = tuple(self._plugin.scheduling_path), tuple(self._plugin.exec_path)
+        if sched[: len(exec_)] == exec_ and len(sched) > len(exec_):
+            own.pop(sched[len(exec_)], None)  # the scheduling block nests in it
+        return own
+
+    def current(self, key: str, cached: Obj) -> Obj:
+        """The object a reconcile of ``key`` works from."""
+        written = self._written.get(key)
+        if written is None:
+            return cached
+        uid = (cached.get("metadata") or {}).get("uid")
+        if (
+            uid != (written.get("metadata") or {}).get("uid")
+            or _rv(cached) == _rv(written)
+            or self._own(cached) == self._own(written)
+        ):
+            del self._written[key]
+            return cached
+        return written
+
+    def wrote(self, key: str, written: Obj) -> None:
+        """Remember the object a status write of ``key`` returned."""
+        if _rv(written):
+            self._written[key] = written
+
+    def forget(self, key: str) -> None:
+        self._written.pop(key, None)

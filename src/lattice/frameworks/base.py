@@ -3,7 +3,7 @@ TrainJob, behind one small, pure interface.
 
 Contract:
 - A plugin is pure: dicts and models in, values out. No I/O, no clock (``now`` is an argument
-  where needed), no randomness. The generic reconciler (``lattice.controllers.job``) and the
+  where needed), no randomness. The generic reconciler (``lattice.controllers``) and the
   scheduler loop (``lattice.scheduler.loop``) do every read and write.
 - ``parse`` turns the cached raw object into the kind's typed model, raising :class:`InvalidJob`
   with field-named :class:`Problem` values for what the schema could not reject (the job then
@@ -19,21 +19,28 @@ Contract:
   given by ``scheduling_path`` and ``exec_path`` (paths of keys from the object root).
 - A plugin whose ``run_policy`` has a ``backoff_limit`` leaves no Failed pod unanswered while the
   job runs: each one is either named in ``recreate`` or ends the job (``failed``). The reconciler
-  relies on it to count every failure once (see ``lattice.controllers.job``).
+  relies on it to count every failure once (see ``lattice.controllers.failure``).
 
 Optional capabilities (looked up with ``isinstance``; a plugin without them gets the defaults):
 
 - :class:`ObservesChildren` (``observed_children``): adjust the desired children to what is
   observed, e.g. hold a launcher until the workers are ready, or list only the Running workers in a
   hostfile script. ``children`` itself stays a function of (job, size).
-- ``messages`` (a :class:`Messages`): the kind's wording of conditions and events. The default is
-  TrainingJob's; Kubeflow kinds override what upstream words differently.
+- ``messages`` (a :class:`Messages`, ``lattice.frameworks.messages``): the kind's wording of
+  conditions and events. The default is TrainingJob's; Kubeflow kinds override what upstream
+  words differently.
 - :class:`StagesChildren` (``staged_children``): children that must finish before the sized ones
   exist (TrainJob initializers), and finished ones kept at every size.
 - :class:`PinsInputs`: the job reads another object (a TrainJob's runtime); what it read when it
   started is pinned in an owned ConfigMap and parsed from there ever after.
 - :class:`RendersStatus`: the kind's status is not Kubeflow's ``JobStatus``; the reconciler keeps
   its Kubeflow working block and the plugin translates it from and to the stored status.
+- :class:`CountsJobs` (``counted_by``): upstream metric families that also count the kind's jobs.
+- :class:`ReadsRuntimes` (``names_runtime``): a runtime event re-enqueues the jobs naming it.
+
+The capability protocols live in ``lattice.frameworks.capabilities`` and the wording in
+``lattice.frameworks.messages``; this module re-exports both, so a plugin imports one place. The ML
+policies every kind composes (torch, MPI, MXNet) are in ``lattice.frameworks.policies``.
 
 ``parse`` may also raise :class:`JobNotReady` (an input the job needs does not exist yet): the
 job then waits, unstarted, with a condition saying why, and the scheduler skips it; it is never
@@ -48,9 +55,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar
 
 from lattice.api.constants import Resource
+from lattice.frameworks.capabilities import (
+    CountsJobs,
+    ObservesChildren,
+    PinsInputs,
+    ReadsRuntimes,
+    RendersStatus,
+    StagesChildren,
+)
+from lattice.frameworks.messages import Messages, messages_of
 
 __all__ = [
     "MANAGED_LABEL",
@@ -58,6 +74,7 @@ __all__ = [
     "OUR_MANAGERS",
     "Children",
     "ContainerView",
+    "CountsJobs",
     "Demand",
     "InvalidJob",
     "JobNotReady",
@@ -69,6 +86,7 @@ __all__ = [
     "PodView",
     "Problem",
     "Progress",
+    "ReadsRuntimes",
     "RendersStatus",
     "ReplicaCounts",
     "RunPolicyView",
@@ -162,6 +180,7 @@ class Demand:
     fixed_pods: tuple[int, ...] = ()
     replica_units: int = 1
     suspended: bool = False
+    preemptible_within_priority: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -270,6 +289,22 @@ class Progress:
     recreate: tuple[str, ...] = ()
 
 
+def managed_elsewhere(obj: Mapping[str, Any]) -> bool:
+    """Whether ``spec.runPolicy.managedBy`` / ``spec.managedBy`` names another controller.
+
+    Upstream controllers ignore such jobs entirely (no children, no status); so do the
+    reconciler and the scheduler.
+    """
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        return False
+    run_policy = spec.get("runPolicy")
+    value = run_policy.get("managedBy") if isinstance(run_policy, Mapping) else None
+    if value is None:
+        value = spec.get("managedBy")
+    return isinstance(value, str) and bool(value) and value not in OUR_MANAGERS
+
+
 class JobPlugin(Protocol[M]):
     """One job kind. Implementations are stateless; the registry holds one instance per kind."""
 
@@ -325,187 +360,3 @@ class JobPlugin(Protocol[M]):
         raw objects keyed ``"<Kind>/<name>"``, e.g. ``"Job/pi-launcher"``.
         """
         ...
-
-
-@runtime_checkable
-class ObservesChildren(Protocol):
-    """Optional plugin capability: refine the desired children with what is observed."""
-
-    def observed_children(
-        self,
-        job: Any,
-        desired: Children,
-        *,
-        pods: Sequence[PodView],
-        others: Mapping[str, Mapping[str, Any]],
-    ) -> Children:
-        """``desired`` (``children(job, size)``) adjusted to the observed, non-deleted ``pods`` and
-        the other children ``others`` (keyed ``"<Kind>/<name>"``, as in ``progress``).
-
-        Whatever it drops that already exists is deleted by the reconciler, so a gate must keep
-        an object once it exists.
-        """
-        ...
-
-
-@runtime_checkable
-class StagesChildren(Protocol):
-    """Optional plugin capability: children that run to completion before the sized ones."""
-
-    def staged_children(
-        self,
-        job: Any,
-        desired: Children,
-        *,
-        size: int,
-        pods: Sequence[PodView],
-        ctx: OperatorContext,
-    ) -> Children:
-        """``desired`` (``children(job, size)``) with the staged pods first: at ``size`` > 0 the
-        staged pods, and the sized pods only once every staged pod Succeeded; at 0 the staged pods
-        that already Succeeded (kept, never created). ``pods`` are the observed, undeleted ones."""
-        ...
-
-
-@runtime_checkable
-class PinsInputs(Protocol):
-    """Optional plugin capability: pin the inputs ``parse`` read (a runtime) when the job starts.
-
-    The reconciler creates the ``pin`` ConfigMap (owned by the job) before the job's first pods,
-    keeps it while the job lives, and parses with ``parse_pinned`` whenever it exists, so editing
-    or deleting the input never changes a started job.
-    """
-
-    def pinned_name(self, obj: Mapping[str, Any]) -> str:
-        """The name of the job's pin ConfigMap."""
-        ...
-
-    def pin(self, obj: Mapping[str, Any], ctx: OperatorContext) -> Obj | None:
-        """The pin ConfigMap recording what ``parse(obj, ctx)`` read (None: nothing to pin)."""
-        ...
-
-    def parse_pinned(
-        self, obj: Mapping[str, Any], pinned: Mapping[str, Any], ctx: OperatorContext
-    ) -> Any:
-        """``parse`` over the pinned inputs (``pinned`` is the observed ConfigMap)."""
-        ...
-
-
-@runtime_checkable
-class RendersStatus(Protocol):
-    """Optional plugin capability: the kind stores its own status shape at ``exec_path``.
-
-    The reconciler works on a Kubeflow-style block (conditions ``Created``, ``Running``,
-    ``Succeeded``, ``Failed``, ``Suspended``...); ``read_status`` derives that block from the
-    stored status, ``render_status`` turns it back into the stored shape, and
-    ``observed_status`` adds the kind's own observed fields (e.g. ``jobsStatus``).
-    """
-
-    def read_status(self, stored: Mapping[str, Any]) -> Obj:
-        """The Kubeflow working block for the stored status block."""
-        ...
-
-    def observed_status(
-        self, job: Any, *, size: int, pods: Sequence[PodView], suspended: bool
-    ) -> Obj:
-        """Fields of the kind's status computed from the observed pods."""
-        ...
-
-    def render_status(
-        self,
-        block: Mapping[str, Any],
-        *,
-        stored: Mapping[str, Any],
-        generation: int | None,
-        now: datetime,
-    ) -> Obj:
-        """The status block to store for the working ``block`` (``stored``: the current one)."""
-        ...
-
-
-class Messages:
-    """How a kind words its conditions and events; the defaults are TrainingJob's.
-
-    A plugin may expose a ``messages`` attribute holding an instance of a subclass; every method is
-    pure. ``ns``/``name`` are the job's namespace and name.
-    """
-
-    #: Event type of the ``<Kind>Failed`` (and backoff/deadline) events.
-    failed_event_type = "Warning"
-    #: Whether setting the Created condition also records a ``<Kind>Created`` event.
-    created_event = False
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def created(self, ns: str, name: str) -> str:
-        return f"{self.kind} {ns}/{name} is created."
-
-    def running(self, ns: str, name: str) -> str:
-        return f"{self.kind} {ns}/{name} is running."
-
-    def running_event(self, ns: str, name: str) -> str | None:
-        """The note of a ``<Kind>Running`` event when Running turns True (None: no event)."""
-        del ns, name
-        return None
-
-    def succeeded(self, ns: str, name: str) -> str:
-        return f"{self.kind} {ns}/{name} successfully completed."
-
-    def suspended(self, ns: str, name: str) -> str:
-        """Suspended=True (reason ``<Kind>Suspended``) and its event."""
-        return f"{self.kind} {ns}/{name} is suspended."
-
-    def suspended_running(self, ns: str, name: str) -> str:
-        """Running=False (reason ``<Kind>Suspended``) of a job the user suspended."""
-        return self.suspended(ns, name)
-
-    def resumed(self, ns: str, name: str) -> str:
-        return f"{self.kind} {ns}/{name} is resumed."
-
-    def backoff_exceeded(self, ns: str, name: str) -> tuple[str, str]:
-        """(reason, message) of the Failed condition when backoffLimit is exceeded."""
-        message = f"{self.kind} {ns}/{name} has failed because it has reached the specified "
-        return "BackoffLimitExceeded", message + "backoff limit"
-
-    def deadline_exceeded(self, ns: str, name: str) -> tuple[str, str]:
-        """(reason, message) of the Failed condition when activeDeadlineSeconds has passed."""
-        message = f"{self.kind} {ns}/{name} has failed because it was active longer than "
-        return "DeadlineExceeded", message + "specified deadline"
-
-    def restarting(self, ns: str, name: str, recreated: Sequence[PodView]) -> str:
-        """Restarting=True (reason ``<Kind>Restarting``) when ``recreated`` pods are replaced."""
-        return f"{self.kind} {ns}/{name} is restarting because {len(recreated)} pod(s) failed."
-
-    def exited(self, ns: str, pod: PodView) -> str | None:
-        """The note of an ``ExitedWithCode`` event for a pod being recreated (None: no event)."""
-        del ns, pod
-        return None
-
-    def never_running(self, ns: str, name: str) -> str | None:
-        """The message of a ``Running=False`` condition (reason ``<Kind>Running``) added to a job
-        that finishes without ever having been Running (None: no such condition)."""
-        del ns, name
-        return None
-
-
-def messages_of(plugin: Any) -> Messages:
-    """The plugin's :class:`Messages`, or the defaults for its kind."""
-    found = getattr(plugin, "messages", None)
-    return found if isinstance(found, Messages) else Messages(plugin.resource.kind)
-
-
-def managed_elsewhere(obj: Mapping[str, Any]) -> bool:
-    """Whether ``spec.runPolicy.managedBy`` / ``spec.managedBy`` names another controller.
-
-    Upstream controllers ignore such jobs entirely (no children, no status); so do the
-    reconciler and the scheduler.
-    """
-    spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
-        return False
-    run_policy = spec.get("runPolicy")
-    value = run_policy.get("managedBy") if isinstance(run_policy, Mapping) else None
-    if value is None:
-        value = spec.get("managedBy")
-    return isinstance(value, str) and bool(value) and value not in OUR_MANAGERS

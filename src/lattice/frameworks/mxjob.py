@@ -37,7 +37,7 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
 - **Run policy.** cleanPodPolicy (each deleted pod's Service goes with it), ttlSecondsAfterFinished,
   activeDeadlineSeconds and backoffLimit, enforced by the reconciler. ExitCode recreations are
   charged to the backoffLimit (each recreated pod counts one failure; see
-  ``lattice.controllers.job``), so ``backoffLimit: N`` allows N recreations.
+  ``lattice.controllers.failure``), so ``backoffLimit: N`` allows N recreations.
 - **Messages** (``MXJobMessages``) as v1.7 words them: "MXJob <name> is created." / "is
   running." / "is successfully completed." / "is suspended." / "is resumed.", Restarting
   "mxjob <name> is restarting because <n> <Type> replica(s) failed." (the first type in order),
@@ -49,16 +49,10 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
 
 from __future__ import annotations
 
-import copy
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lattice.api.constants import (
-    LABEL_JOB_NAME,
-    LABEL_OPERATOR_NAME,
-    LABEL_REPLICA_INDEX,
-    LABEL_REPLICA_TYPE,
     MX_REPLICA_TYPES,
     MXJOB,
     REPLICA_SCHEDULER,
@@ -66,9 +60,9 @@ from lattice.api.constants import (
     REPLICA_WORKER,
     Resource,
 )
-from lattice.api.mxjob import MXJob, MXReplicaSpec
+from lattice.api.mxjob import MXJob
+from lattice.frameworks import mxjob_children
 from lattice.frameworks.base import (
-    MANAGED_LABEL,
     Children,
     Demand,
     Messages,
@@ -79,25 +73,27 @@ from lattice.frameworks.base import (
     ReplicaCounts,
     RunPolicyView,
 )
-from lattice.frameworks.pods import (
-    child_name,
-    container_units,
-    go_json,
-    headless_service,
-    is_retryable_exit_code,
+from lattice.frameworks.failures import is_retryable_exit_code
+from lattice.frameworks.kubeflow import (
+    KubeflowStatus,
     job_priority,
-    owner_reference,
-    pod_manifest,
-    pod_restart_policy,
     priority_problems,
-    replica_labels,
     run_policy_view,
-    template_containers,
-    unit_problems,
     validated,
-    with_env,
-    with_placement,
 )
+from lattice.frameworks.manifests import template_containers
+from lattice.frameworks.mxjob_children import (
+    CONTAINER_NAME,
+    DEFAULT_PORT,
+    OPERATOR_NAME,
+    PORT_NAME,
+    mx_config,
+    mxnet_index,
+    replica_types,
+    replicas_of,
+)
+from lattice.frameworks.naming import child_name, service_name_problems
+from lattice.frameworks.units import container_units, unit_problems
 
 __all__ = [
     "CONTAINER_NAME",
@@ -111,93 +107,7 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-#: ``training.kubeflow.org/operator-name`` of MXJob children (v1.7's controller name).
-OPERATOR_NAME = "mxjob-controller"
-CONTAINER_NAME = "mxnet"
-PORT_NAME = "mxjob-port"
-DEFAULT_PORT = 9091
-#: Template annotation copied into ``MX_CONFIG.labels`` (TVM auto-tuning).
-TUNER_SERVER_KEY = "tuner-server-key"
 _SPECS = "spec.mxReplicaSpecs"
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_MAX_NAME = 63
-
-
-def _types(job: MXJob) -> list[tuple[str, MXReplicaSpec]]:
-    """The job's replica types in the canonical order."""
-    specs = job.spec.mx_replica_specs
-    return [(t, specs[t]) for t in MX_REPLICA_TYPES if t in specs]
-
-
-def _replicas(spec: MXReplicaSpec) -> int:
-    return spec.replicas or 0
-
-
-def _mxnet_index(containers: Sequence[Mapping[str, Any]]) -> int:
-    """Index of the ``mxnet`` container (0 when none: where v1.7 defaults the port)."""
-    for i, container in enumerate(containers):
-        if container.get("name") == CONTAINER_NAME:
-            return i
-    return 0
-
-
-def _defaulted_containers(spec: MXReplicaSpec) -> list[Obj]:
-    """The template's containers with ``mxjob-port: 9091`` added to ``mxnet`` when missing."""
-    containers = copy.deepcopy(template_containers(spec.template))
-    if not containers:
-        return containers
-    main = containers[_mxnet_index(containers)]
-    ports = list(main.get("ports") or ())
-    if not any(p.get("name") == PORT_NAME for p in ports):
-        main["ports"] = [*ports, {"name": PORT_NAME, "containerPort": DEFAULT_PORT}]
-    return containers
-
-
-def _port(spec: MXReplicaSpec) -> int:
-    containers = _defaulted_containers(spec)
-    for port in containers[_mxnet_index(containers)].get("ports") or ():
-        if port.get("name") == PORT_NAME:
-            return int(port["containerPort"])
-    return DEFAULT_PORT  # unreachable after defaulting
-
-
-def mx_config(job: MXJob, replica_type: str, index: int) -> Obj:
-    """``MX_CONFIG`` of pod ``index`` of ``replica_type`` (serialise with ``pods.go_json``)."""
-    return {**_cluster_spec(job), "task": {"type": replica_type.lower(), "index": index}}
-
-
-def _cluster_spec(job: MXJob) -> Obj:
-    """The pod-independent part of ``MX_CONFIG``: ``cluster`` and ``labels``, keys sorted."""
-    name = job.metadata.name or ""
-    cluster: Obj = {}
-    labels: Obj = {}
-    for rtype, spec in sorted(_types(job), key=lambda ts: ts[0].lower()):
-        port = _port(spec)
-        cluster[rtype.lower()] = [
-            {"url": child_name(name, rtype, i), "port": port} for i in range(_replicas(spec))
-        ]
-        annotations = (spec.template.get("metadata") or {}).get("annotations") or {}
-        labels[rtype.lower()] = str(annotations.get(TUNER_SERVER_KEY, ""))
-    return {"cluster": cluster, "labels": labels}
-
-
-def _env(shared: Obj, replica_type: str, index: int) -> list[tuple[str, str]]:
-    """Every variable of pod ``index`` of ``replica_type``; ``shared`` is ``_cluster_spec``."""
-    cluster = shared["cluster"]
-    root = (cluster.get(REPLICA_SCHEDULER.lower()) or [{"url": "", "port": 0}])[0]
-    task = {"type": replica_type.lower(), "index": index}
-    env = [
-        ("MX_CONFIG", go_json({**shared, "task": task})),
-        ("DMLC_PS_ROOT_PORT", str(root["port"])),
-        ("DMLC_PS_ROOT_URI", root["url"]),
-        ("DMLC_NUM_SERVER", str(len(cluster.get(REPLICA_SERVER.lower(), ())))),
-        ("DMLC_NUM_WORKER", str(len(cluster.get(REPLICA_WORKER.lower(), ())))),
-        ("DMLC_ROLE", replica_type.lower()),
-        ("DMLC_USE_KUBERNETES", "1"),
-    ]
-    if replica_type == REPLICA_WORKER:
-        env.append(("DMLC_WORKER_ID", str(index)))
-    return env
 
 
 class MXJobMessages(Messages):
@@ -243,27 +153,12 @@ class MXJobMessages(Messages):
         return None if code is None else f"Pod: {ns}.{pod.name} exited with code {code}"
 
 
-class MXJobPlugin:
+class MXJobPlugin(KubeflowStatus):
     """``JobPlugin[MXJob]``: stateless; see the module docstring for every rule."""
 
     messages = MXJobMessages(MXJOB.kind)
 
-    @property
-    def resource(self) -> Resource:
-        return MXJOB
-
-    @property
-    def scheduling_path(self) -> tuple[str, ...]:
-        return ("status", "lattice")
-
-    @property
-    def exec_path(self) -> tuple[str, ...]:
-        return ("status",)
-
-    @property
-    def preempted_condition(self) -> str:
-        return "Suspended"
-
+    resource: Resource = MXJOB
     # ----------------------------------------------------------------------- parse
 
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> MXJob:
@@ -274,17 +169,17 @@ class MXJobPlugin:
     def demand(self, job: MXJob, ctx: OperatorContext) -> Demand:
         fixed: list[int] = []
         worker_units = 1
-        for rtype, spec in _types(job):
+        for rtype, spec in replica_types(job):
             units = 1
             if not ctx.node_mode:
                 units = container_units(template_containers(spec.template), ctx.scheduling_unit)
             if rtype == REPLICA_WORKER:
                 worker_units = units or 1
             else:
-                fixed += [units] * _replicas(spec)
-        size = sum(_replicas(spec) for _, spec in _types(job))
+                fixed += [units] * replicas_of(spec)
+        size = sum(replicas_of(spec) for _, spec in replica_types(job))
         policy = job.spec.run_policy
-        ordered = sorted(_types(job), key=lambda ts: ts[0] != REPLICA_WORKER)
+        ordered = sorted(replica_types(job), key=lambda ts: ts[0] != REPLICA_WORKER)
         classes = [policy.scheduling_policy.priority_class if policy.scheduling_policy else None]
         classes += [(s.template.get("spec") or {}).get("priorityClassName") for _, s in ordered]
         return Demand(
@@ -302,64 +197,7 @@ class MXJobPlugin:
     # ----------------------------------------------------------------------- children
 
     def children(self, job: MXJob, *, size: int, ctx: OperatorContext) -> Children:
-        if size <= 0:
-            return Children()
-        name, namespace = job.metadata.name or "", job.metadata.namespace
-        owner = owner_reference(
-            api_version=MXJOB.api_version, kind=MXJOB.kind, name=name, uid=job.metadata.uid or ""
-        )
-        shared = _cluster_spec(job)
-        pods: list[Obj] = []
-        services: list[Obj] = []
-        for rtype, spec in _types(job):
-            containers = _defaulted_containers(spec)
-            ports: dict[str, int] = {}
-            for port in containers[_mxnet_index(containers)].get("ports") or ():
-                if isinstance(port.get("containerPort"), int):
-                    ports[str(port.get("name") or "")] = port["containerPort"]
-            service_ports = [{"name": n, "port": p} if n else {"port": p} for n, p in ports.items()]
-            base = dict(spec.template.get("spec") or {})
-            policy = spec.restart_policy.value if spec.restart_policy else "Never"
-            base["restartPolicy"] = pod_restart_policy(policy)
-            base = with_placement(base, ctx)
-            for index in range(_replicas(spec)):
-                pod_name = child_name(name, rtype, index)
-                env = _env(shared, rtype, index)
-                labels = replica_labels(
-                    job_name=name,
-                    replica_type=rtype,
-                    index=index,
-                    operator_name=OPERATOR_NAME,
-                    master=rtype == REPLICA_SERVER,
-                )
-                pod_spec = {**base, "containers": [with_env(c, env) for c in containers]}
-                pods.append(
-                    pod_manifest(
-                        name=pod_name,
-                        namespace=namespace,
-                        template=spec.template,
-                        labels=labels,
-                        owner=owner,
-                        spec=pod_spec,
-                    )
-                )
-                selector = {
-                    LABEL_OPERATOR_NAME: OPERATOR_NAME,
-                    LABEL_JOB_NAME: name,
-                    LABEL_REPLICA_TYPE: rtype.lower(),
-                    LABEL_REPLICA_INDEX: str(index),
-                }
-                services.append(
-                    headless_service(
-                        name=pod_name,
-                        namespace=namespace,
-                        labels={**selector, MANAGED_LABEL: "true"},
-                        selector=selector,
-                        ports=service_ports,
-                        owner=owner,
-                    )
-                )
-        return Children(pods=tuple(pods), services=tuple(services))
+        return mxjob_children.children(job, size=size, ctx=ctx)
 
     # ----------------------------------------------------------------------- status
 
@@ -373,9 +211,9 @@ class MXJobPlugin:
     ) -> Progress:
         del others  # an MXJob has only pods and services
         name = job.metadata.name or ""
-        types = _types(job)
+        types = replica_types(job)
         by_type: dict[str, list[PodView]] = {rtype: [] for rtype, _ in types}
-        lower = {rtype.lower(): (rtype, _replicas(spec)) for rtype, spec in types}
+        lower = {rtype.lower(): (rtype, replicas_of(spec)) for rtype, spec in types}
         for pod in pods if size > 0 else ():
             rtype, replicas = lower.get(pod.replica_type or "", ("", 0))
             index = -1 if pod.replica_index is None else pod.replica_index
@@ -407,7 +245,7 @@ class MXJobPlugin:
         if failure is not None:
             return Progress(replicas=counts, failed=failure, failed_reason=f"{MXJOB.kind}Failed")
         lead = _lead(job)
-        wanted = {t: _replicas(s) for t, s in types if lead in (None, t)}
+        wanted = {t: replicas_of(s) for t, s in types if lead in (None, t)}
         succeeded = size > 0 and all(counts[t].succeeded >= n for t, n in wanted.items())
         if lead:
             running = counts[lead].active > 0
@@ -431,7 +269,7 @@ def _mxnet_exit_code(pod: PodView) -> int | None:
 def _lead(job: MXJob) -> str | None:
     """The replica type whose success is the job's: the Scheduler, or a single Worker."""
     specs = job.spec.mx_replica_specs
-    count = {t: _replicas(specs[t]) if t in specs else 0 for t in MX_REPLICA_TYPES}
+    count = {t: replicas_of(specs[t]) if t in specs else 0 for t in MX_REPLICA_TYPES}
     if count[REPLICA_SCHEDULER]:
         return REPLICA_SCHEDULER
     if count[REPLICA_WORKER] == 1 and count[REPLICA_SERVER] == 0:
@@ -452,11 +290,11 @@ def _problems(job: MXJob, ctx: OperatorContext) -> list[Problem]:
             why = f"unknown replica type {rtype!r}: must be one of " + ", ".join(MX_REPLICA_TYPES)
             problems.append(Problem(_SPECS, why))
     scheduler = specs.get(REPLICA_SCHEDULER)
-    if scheduler is not None and _replicas(scheduler) > 1:
+    if scheduler is not None and replicas_of(scheduler) > 1:
         why = f"must be at most 1 (one scheduler), got {scheduler.replicas}"
         problems.append(Problem(f"{_SPECS}.{REPLICA_SCHEDULER}.replicas", why))
-    types = _types(job)
-    if sum(_replicas(spec) for _, spec in types) < 1:
+    types = replica_types(job)
+    if sum(replicas_of(spec) for _, spec in types) < 1:
         problems.append(Problem(_SPECS, "must ask for at least one replica in all"))
     longest = ""
     for rtype, spec in types:
@@ -476,22 +314,16 @@ def _problems(job: MXJob, ctx: OperatorContext) -> list[Problem]:
             problems += _port_problems(containers, field)
         if not ctx.node_mode:
             problems += unit_problems(containers, ctx.scheduling_unit, field=field)
-        if _replicas(spec):
-            last = child_name(name, rtype, _replicas(spec) - 1)
+        if replicas_of(spec):
+            last = child_name(name, rtype, replicas_of(spec) - 1)
             longest = max(longest, last, key=len)
-    if not _DNS1035.match(name):
-        why = "must be a DNS-1035 label (lower-case letters, digits and '-', starting with a "
-        why += f"letter): it names the pods' Services, got {name!r}"
-        problems.append(Problem("metadata.name", why))
-    elif len(longest) > _MAX_NAME:
-        why = f"too long: Service {longest!r} would exceed {_MAX_NAME} characters"
-        problems.append(Problem("metadata.name", why))
+    problems += service_name_problems(name, longest=longest, owners="pods'", label="Service")
     return problems
 
 
 def _port_problems(containers: Sequence[Mapping[str, Any]], field: str) -> list[Problem]:
     """A problem when the ``mxnet`` container's ``mxjob-port`` is not a port number."""
-    index = _mxnet_index(containers)
+    index = mxnet_index(containers)
     for j, port in enumerate(containers[index].get("ports") or ()):
         if not isinstance(port, Mapping) or port.get("name") != PORT_NAME:
             continue

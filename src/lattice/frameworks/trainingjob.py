@@ -12,7 +12,7 @@ Contract (see ``lattice.frameworks.base`` for the protocol):
   ``runPolicy.suspend``. One replica costs 1 unit in node mode, else the sum over the template's
   containers of ``requests[<unit>]`` (``limits`` when no request), or 1 when that sum is 0.
 - **Children** at size ``n``: pods and headless Services ``<job>-worker-<i>``, ``i < n``, labelled
-  by ``pods.replica_labels`` (``job-role: master`` on worker 0), owned by the job, with the
+  by ``naming.replica_labels`` (``job-role: master`` on worker 0), owned by the job, with the
   operator's node selector merged and, in node mode, the one-replica-per-node anti-affinity.
   ``restartPolicy`` comes from ``replicaSpecs.restartPolicy`` (ExitCode runs as Never) and is
   Never with ``injectLattice``. ``schedulerName`` is left as the template has it.
@@ -51,8 +51,6 @@ Contract (see ``lattice.frameworks.base`` for the protocol):
 
 from __future__ import annotations
 
-import posixpath
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -75,35 +73,31 @@ from lattice.frameworks.base import (
     ReplicaCounts,
     RunPolicyView,
 )
-from lattice.frameworks.pods import (
-    child_name,
+from lattice.frameworks.failures import exit_code, must_recreate
+from lattice.frameworks.kubeflow import run_policy_view, validated
+from lattice.frameworks.manifests import (
     container_port,
-    container_units,
-    exit_code,
     headless_service,
-    must_recreate,
-    owner_reference,
     pod_manifest,
-    pod_restart_policy,
+    service_ports,
+)
+from lattice.frameworks.naming import (
+    child_name,
+    job_owner,
     replica_labels,
     replica_selector,
-    run_policy_view,
-    service_ports,
-    unit_problems,
-    validated,
+    service_name_problems,
+)
+from lattice.frameworks.podspec import (
+    pod_restart_policy,
     with_env,
     with_exclusive_node,
     with_node_selector,
 )
+from lattice.frameworks.policies import torch
+from lattice.frameworks.units import container_units, unit_problems
 
-__all__ = [
-    "DEFAULT_MAX_RESTARTS",
-    "DEFAULT_PORT",
-    "OPERATOR_NAME",
-    "TrainingJobPlugin",
-    "rendezvous",
-    "torchrun_command",
-]
+__all__ = ["DEFAULT_PORT", "OPERATOR_NAME", "TrainingJobPlugin"]
 
 Obj = dict[str, Any]
 
@@ -111,49 +105,18 @@ Obj = dict[str, Any]
 OPERATOR_NAME = "trainingjob-reconciler"
 #: Rendezvous/master port when the container declares no ``trainingjob-port`` (PyTorchJob's).
 DEFAULT_PORT = 23456
-#: torchrun restarts per job, unless the user sets ``PET_MAX_RESTARTS``.
-DEFAULT_MAX_RESTARTS = 100
 
 _WORKER = REPLICA_WORKER.lower()
 _CONTAINERS = "spec.replicaSpecs.template.spec.containers"
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_MAX_NAME = 63
-_PYTHON = re.compile(r"^python[0-9.]*$")
-_TORCHRUN_FLAGS = (
-    "--nnodes=$(PET_NNODES)",
-    "--rdzv_backend=$(PET_RDZV_BACKEND)",
-    "--rdzv_endpoint=$(PET_RDZV_ENDPOINT)",
-    "--rdzv_id=$(PET_RDZV_ID)",
-    "--max_restarts=$(PET_MAX_RESTARTS)",
-    "--no_python",
+#: The torch policy's variables every worker gets, in training-operator's order.
+_TORCH_LAYOUT = (
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "PET_NNODES",
+    "PET_RDZV_ID",
+    "PET_RDZV_BACKEND",
+    "PET_RDZV_ENDPOINT",
 )
-
-
-def torchrun_command(command: Sequence[str]) -> list[str]:
-    """The injectLattice ``command``: ``command`` run by torchrun (see the module docstring)."""
-    cmd = [str(c) for c in command]
-    if not cmd:
-        return cmd
-    head = posixpath.basename(cmd[0])
-    if head == "torchrun":
-        return cmd
-    if _PYTHON.match(head):
-        if cmd[1:3] in (["-m", "torch.distributed.run"], ["-m", "torch.distributed.launch"]):
-            return cmd
-        interpreter = cmd[0]
-    else:
-        interpreter = "python"
-    return [interpreter, "-m", "torch.distributed.run", *_TORCHRUN_FLAGS, *cmd]
-
-
-def rendezvous(job_name: str, port: int, ctx: OperatorContext) -> tuple[str, str]:
-    """``(PET_RDZV_BACKEND, PET_RDZV_ENDPOINT)`` for the job."""
-    if ctx.rdzv_backend in ("etcd", "etcd-v2") and ctx.rdzv_service_endpoint:
-        endpoint = ctx.rdzv_service_endpoint
-        if ctx.rdzv_service_port:
-            endpoint += f":{ctx.rdzv_service_port}"
-        return "etcd-v2", endpoint
-    return "c10d", f"{child_name(job_name, REPLICA_WORKER, 0)}:{port}"
 
 
 def _containers(job: TrainingJob) -> list[Obj]:
@@ -171,17 +134,10 @@ def _restart_policy(job: TrainingJob) -> RestartPolicy:
 class TrainingJobPlugin:
     """``JobPlugin[TrainingJob]``: stateless; see the module docstring for every rule."""
 
-    @property
-    def resource(self) -> Resource:
-        return TRAININGJOB
-
-    @property
-    def scheduling_path(self) -> tuple[str, ...]:
-        return ("status",)
-
-    @property
-    def exec_path(self) -> tuple[str, ...]:
-        return ("status", "execStatus")
+    resource: Resource = TRAININGJOB
+    scheduling_path: tuple[str, ...] = ("status",)
+    exec_path: tuple[str, ...] = ("status", "execStatus")
+    preempted_condition: str = "Running"
 
     # ----------------------------------------------------------------------- parse
 
@@ -213,12 +169,7 @@ class TrainingJobPlugin:
             return Children()
         name = job.metadata.name or ""
         namespace = job.metadata.namespace
-        owner = owner_reference(
-            api_version=TRAININGJOB.api_version,
-            kind=TRAININGJOB.kind,
-            name=name,
-            uid=job.metadata.uid or "",
-        )
+        owner = job_owner(TRAININGJOB, job.metadata)
         template = job.spec.replica_specs.template
         containers = _containers(job)
         main = containers[0]
@@ -229,7 +180,7 @@ class TrainingJobPlugin:
         base = with_node_selector(base, ctx.node_selector)
         if ctx.node_mode:
             base = with_exclusive_node(base)
-        command = torchrun_command(main["command"]) if job.spec.inject_lattice else None
+        command = torch.torchrun_command(main["command"]) if job.spec.inject_lattice else None
         shared = _shared_env(job, port=port, ctx=ctx)
         pods: list[Obj] = []
         services: list[Obj] = []
@@ -241,7 +192,7 @@ class TrainingJobPlugin:
                 *shared,
                 ("PET_NODE_RANK", str(index)),
             ]
-            container = with_env(main, ours, defaults=[("PET_MAX_RESTARTS", _MAX_RESTARTS)])
+            container = with_env(main, ours, defaults=[torch.DEFAULT_RESTARTS])
             if command is not None:
                 container["command"] = command
             labels = replica_labels(
@@ -275,10 +226,6 @@ class TrainingJobPlugin:
         return Children(pods=tuple(pods), services=tuple(services))
 
     # ----------------------------------------------------------------------- status
-
-    @property
-    def preempted_condition(self) -> str:
-        return "Running"
 
     def progress(
         self,
@@ -332,22 +279,22 @@ class TrainingJobPlugin:
         )
 
 
-_MAX_RESTARTS = str(DEFAULT_MAX_RESTARTS)
-
-
 def _shared_env(job: TrainingJob, *, port: int, ctx: OperatorContext) -> list[tuple[str, str]]:
     """The variables every worker of the job gets (rank-independent)."""
     name = job.metadata.name or ""
     uid = job.metadata.uid or ""
-    nnodes = f"{job.spec.min_size}:{job.spec.max_size}"
-    backend, endpoint = rendezvous(name, port, ctx)
-    env = [
-        ("MASTER_ADDR", child_name(name, REPLICA_WORKER, 0)),
-        ("MASTER_PORT", str(port)),
-        ("PET_NNODES", nnodes),
-        ("PET_RDZV_ID", uid),
-        ("PET_RDZV_BACKEND", backend),
-        ("PET_RDZV_ENDPOINT", endpoint),
+    nnodes = torch.nnodes(job.spec.min_size, job.spec.max_size, elastic=True)
+    master = child_name(name, REPLICA_WORKER, 0)
+    backend, endpoint = torch.rendezvous(master, port, ctx)
+    pet = torch.torch_env(
+        nodes=nnodes,
+        node_rank="",
+        master_addr=master,
+        master_port=port,
+        rdzv=torch.Rendezvous(backend, endpoint, uid),
+    )
+    env = [(n, str(v)) for n, v in torch.pick(pet, _TORCH_LAYOUT)]
+    env += [
         ("LATTICE_FRAMEWORK", job.spec.framework.value),
         ("LATTICE_NNODES", nnodes),
         ("LATTICE_RDZV_ID", uid),
@@ -378,13 +325,7 @@ def _problems(job: TrainingJob, ctx: OperatorContext) -> list[Problem]:
     spec, name = job.spec, job.metadata.name or ""
     problems: list[Problem] = []
     last = child_name(name, REPLICA_WORKER, spec.max_size - 1)
-    if not _DNS1035.match(name):
-        why = "must be a DNS-1035 label (lower-case letters, digits and '-', starting with a "
-        why += f"letter): it names the workers' Services, got {name!r}"
-        problems.append(Problem("metadata.name", why))
-    elif len(last) > _MAX_NAME:
-        why = f"too long: worker Service {last!r} would exceed {_MAX_NAME} characters"
-        problems.append(Problem("metadata.name", why))
+    problems += service_name_problems(name, longest=last, owners="workers'", label="worker Service")
     if spec.min_size > spec.max_size:
         why = f"must be less than or equal to spec.maxSize ({spec.max_size}), got {spec.min_size}"
         problems.append(Problem("spec.minSize", why))

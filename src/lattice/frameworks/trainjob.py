@@ -35,7 +35,7 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
   addr>:29500``, ``PET_RDZV_ID=<uid>`` and ``PET_MAX_RESTARTS`` (maxRestarts, else 100 unless set).
 - **MPI**: ConfigMap ``<tj>-mpi-hostfile`` (``hostfile``: ``<tj>-<r>-0-<i>.<subdomain>
   slots=<n>``, the launcher first with runLauncherAsNode, then ``node``), Secret
-  ``<tj>-mpi-ssh-auth`` (``pods.ssh_auth_secret``, keys filled by the reconciler), the volume
+  ``<tj>-mpi-ssh-auth`` (``mpi.ssh_auth_secret``, keys filled by the reconciler), the volume
   ``mpi-ssh-auth`` on launcher and node pods mounted at sshAuthMountPath, ``mpi-hostfile`` at
   ``/etc/mpi`` and the OpenMPI env on the launcher.
 - **Initializers**: ``initializer_children`` gives their pods (same naming and labels); the
@@ -73,67 +73,49 @@ Capabilities used by the generic reconciler (``lattice.frameworks.base``):
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lattice.api.common import ConditionStatus
-from lattice.api.conditions import set_status_condition
-from lattice.api.constants import (
-    LABEL_JOB_NAME,
-    LABEL_OPERATOR_NAME,
-    LABEL_REPLICA_INDEX,
-    LABEL_REPLICA_TYPE,
-    TRAINJOB,
-    Resource,
-)
-from lattice.api.trainjob import Condition
+from lattice.api.constants import TRAINJOB, Resource
+from lattice.frameworks import trainjob_status
 from lattice.frameworks.base import (
     MANAGED_LABEL,
     Children,
     Demand,
-    Messages,
     OperatorContext,
     PodView,
     Progress,
-    ReplicaCounts,
     RunPolicyView,
 )
-from lattice.frameworks.pods import (
-    container_units,
-    exit_code,
-    headless_service,
-    is_disrupted,
-    job_priority,
-    owner_reference,
-    pod_manifest,
-    ssh_auth_secret,
-    template_containers,
-    with_placement,
+from lattice.frameworks.kubeflow import KubeflowStatus, job_priority
+from lattice.frameworks.manifests import headless_service, template_containers
+from lattice.frameworks.naming import object_meta
+from lattice.frameworks.policies.mpi import ssh_auth_secret
+from lattice.frameworks.trainjob_plans import LAUNCHER, ReplicatedJobPlan, ResolvedJob
+from lattice.frameworks.trainjob_pods import (
+    LABEL_COMPLETION_INDEX,
+    LABEL_JOBSET_NAME,
+    LABEL_REPLICATED_JOB,
+    MASTER_PORT,
+    OPERATOR_NAME,
+    build_pods,
+    fixed_jobs,
+    hostfile,
+    initializers_succeeded,
+    owner_of,
+    pod_name,
+    pod_slots,
 )
-from lattice.frameworks.trainingjob import DEFAULT_MAX_RESTARTS
-from lattice.frameworks.trainjob_runtime import (
-    ANCESTOR_DATASET,
-    ANCESTOR_MODEL,
-    DATASET_MOUNT_PATH,
-    INITIALIZER_VOLUME,
-    LAUNCHER,
-    MODEL_MOUNT_PATH,
-    NODE,
-    ReplicatedJobPlan,
-    ResolvedJob,
-    main_container,
-    resolve,
-    resolve_with,
-    runtime_hash,
-    runtime_key,
-    upsert,
+from lattice.frameworks.trainjob_runtime import resolve, resolve_with, runtime_hash, runtime_key
+from lattice.frameworks.trainjob_status import (
+    REASON_COMPLETED,
+    REASON_FAILED_JOBS,
+    TrainJobMessages,
+    jobs_status,
 )
+from lattice.frameworks.units import container_units
 
 __all__ = [
     "ANNOTATION_RUNTIME_HASH",
@@ -154,131 +136,25 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-#: ``training.kubeflow.org/operator-name`` of TrainJob pods.
-OPERATOR_NAME = "trainjob-controller"
-MASTER_PORT = 29500
-LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
-LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-_JOBSET = "jobset.sigs.k8s.io/"
-#: JobSet's reason (and message prefix) for a failed Job, which upstream copies to the TrainJob.
-REASON_FAILED_JOBS = "FailedJobs"
-_FAILED_MESSAGE = "jobset failed due to one or more job failures"
-#: JobSet's reason for a completed JobSet, which upstream copies to the TrainJob's Complete.
-REASON_COMPLETED = "AllJobsCompleted"
 #: The runtime fingerprint on the pin ConfigMap ``<tj>-runtime``.
 ANNOTATION_RUNTIME_HASH = "trainer.kubeflow.org/runtime-hash"
 _PIN_KEY = "runtime.json"
-_INDEX_REF = {"fieldRef": {"fieldPath": f"metadata.annotations['{LABEL_COMPLETION_INDEX}']"}}
-_MPI_DIR = "/etc/mpi"
-_SSH_VOLUME, _HOSTFILE_VOLUME = "mpi-ssh-auth", "mpi-hostfile"
-_RSH_ARGS = "-o ConnectionAttempts=10"
 
 
-@dataclass(frozen=True, slots=True)
-class _Slot:
-    """One desired pod: Job ``job`` of replicatedJob ``rjob``, completion index ``index``."""
-
-    rjob: ReplicatedJobPlan
-    job: int
-    index: int
-    name: str
-
-
-def pod_name(job: ResolvedJob, rjob: str, job_index: int, index: int) -> str:
-    """``<tj>-<rjob>-<job index>-<pod index>``, the pod name and hostname JobSet gives."""
-    return f"{job.name}-{rjob}-{job_index}-{index}"
-
-
-def _counts(job: ResolvedJob, size: int) -> dict[str, int]:
-    """Pods per Job of every replicatedJob at ``size`` (the scaled job takes what is left)."""
-    fixed = sum(r.replicas * r.parallelism for r in _fixed(job))
-    return {
-        r.name: max(size - fixed, 0) if r.name == job.scaled else r.parallelism
-        for r in job.replicated_jobs
-    }
-
-
-def _fixed(job: ResolvedJob) -> list[ReplicatedJobPlan]:
-    return [r for r in job.replicated_jobs if not r.initializer and r.name != job.scaled]
-
-
-def _max_size(job: ResolvedJob) -> int:
-    return sum(r.replicas * r.parallelism for r in _fixed(job)) + job.max_nodes
-
-
-def _slots(job: ResolvedJob, size: int, *, initializers: bool) -> Iterator[_Slot]:
-    counts = _counts(job, size)
-    for r in job.replicated_jobs:
-        if r.initializer == initializers:
-            for j in range(r.replicas):
-                for i in range(counts[r.name]):
-                    yield _Slot(r, j, i, pod_name(job, r.name, j, i))
-
-
-def hostfile(job: ResolvedJob, *, size: int | None = None) -> str:
-    """The MPI ``hostfile`` at ``size`` (default: the full size): one line per node pod."""
-    if job.mpi is None:
-        return ""
-    counts = _counts(job, size or _max_size(job))
-    hosts = [LAUNCHER] if job.mpi.run_launcher_as_node else []
-    lines = ""
-    for r in job.replicated_jobs:
-        if r.name in (*hosts, NODE):
-            for i in range(counts[r.name]):
-                lines += f"{pod_name(job, r.name, 0, i)}.{job.subdomain} slots={job.mpi.slots}\n"
-    return lines
-
-
-def initializers_succeeded(job: ResolvedJob, pods: Sequence[PodView]) -> bool:
-    """Whether every initializer pod exists, undeleted, and Succeeded (True without any)."""
-    done = {p.name for p in pods if p.deletion_timestamp is None and p.phase == "Succeeded"}
-    return all(s.name in done for s in _slots(job, 0, initializers=True))
-
-
-class TrainJobMessages(Messages):
-    """Trainer's wording (``TrainJob is suspended``...) and JobSet's completion message."""
-
-    def succeeded(self, ns: str, name: str) -> str:
-        del ns, name
-        return "jobset completed successfully"
-
-    def suspended(self, ns: str, name: str) -> str:
-        del ns, name
-        return "TrainJob is suspended"
-
-    def resumed(self, ns: str, name: str) -> str:
-        del ns, name
-        return "TrainJob is resumed"
-
-
-#: Working (Kubeflow) Suspended reasons and the stored (Trainer) ones.
-_SUSPENDED_REASONS = {"TrainJobSuspended": "Suspended", "TrainJobResumed": "Resumed"}
-
-
-class TrainJobPlugin:
+class TrainJobPlugin(KubeflowStatus):
     """``JobPlugin[ResolvedJob]``: stateless; see the module docstring for every rule."""
 
     messages = TrainJobMessages("TrainJob")
 
-    @property
-    def resource(self) -> Resource:
-        return TRAINJOB
-
-    @property
-    def scheduling_path(self) -> tuple[str, ...]:
-        return ("status", "lattice")
-
-    @property
-    def exec_path(self) -> tuple[str, ...]:
-        return ("status",)
-
-    @property
-    def preempted_condition(self) -> str:
-        return "Suspended"
+    resource: Resource = TRAINJOB
 
     def parse(self, obj: Mapping[str, Any], ctx: OperatorContext) -> ResolvedJob:
         return resolve(obj, ctx)
+
+    def names_runtime(self, obj: Mapping[str, Any], runtime: Mapping[str, Any]) -> bool:
+        """``ReadsRuntimes``: ``spec.runtimeRef.name`` is the runtime's name."""
+        ref = (obj.get("spec") or {}).get("runtimeRef") or {}
+        return bool(ref.get("name") == (runtime.get("metadata") or {}).get("name"))
 
     # ----------------------------------------------------------------------- scheduling
 
@@ -288,7 +164,7 @@ class TrainJobPlugin:
 
         unit = ctx.scheduling_unit
         fixed: list[int] = []
-        for r in _fixed(job):
+        for r in fixed_jobs(job):
             n = units(r)
             if r.name == LAUNCHER and job.mpi is not None and job.mpi.run_launcher_as_node:
                 n = n or 1
@@ -315,8 +191,8 @@ class TrainJobPlugin:
     def children(self, job: ResolvedJob, *, size: int, ctx: OperatorContext) -> Children:
         if size <= 0:
             return Children()
-        owner = _owner(job)
-        pods = _pods(job, _slots(job, size, initializers=False), owner=owner, ctx=ctx)
+        owner = owner_of(job)
+        pods = build_pods(job, pod_slots(job, size, initializers=False), owner=owner, ctx=ctx)
         labels = {LABEL_JOBSET_NAME: job.name, MANAGED_LABEL: "true"}
         services: tuple[Obj, ...] = ()
         if job.dns_hostnames:
@@ -333,10 +209,13 @@ class TrainJobPlugin:
             services = (service,)
         if job.mpi is None:
             return Children(pods=pods, services=services)
+        meta = object_meta(
+            name=f"{job.name}-mpi-hostfile", namespace=job.namespace, labels=labels, owner=owner
+        )
         config: Obj = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _meta(f"{job.name}-mpi-hostfile", job, labels, owner),
+            "metadata": meta,
             "data": {"hostfile": hostfile(job, size=size)},
         }
         secret = ssh_auth_secret(
@@ -346,8 +225,8 @@ class TrainJobPlugin:
 
     def initializer_children(self, job: ResolvedJob, *, ctx: OperatorContext) -> Children:
         """The dataset/model initializer pods; the trainer children wait until they Succeeded."""
-        slots = _slots(job, 0, initializers=True)
-        return Children(pods=_pods(job, slots, owner=_owner(job), ctx=ctx))
+        slots = pod_slots(job, 0, initializers=True)
+        return Children(pods=build_pods(job, slots, owner=owner_of(job), ctx=ctx))
 
     # ----------------------------------------------------------------------- status
 
@@ -359,41 +238,8 @@ class TrainJobPlugin:
         pods: Sequence[PodView],
         others: Mapping[str, Mapping[str, Any]],
     ) -> Progress:
-        if size <= 0:
-            return Progress()
-        slots = {s.name: s for init in (True, False) for s in _slots(job, size, initializers=init)}
-        mine = {p.name: p for p in pods if p.deletion_timestamp is None and p.name in slots}
-        replicas: dict[str, ReplicaCounts] = {}
-        for r in job.replicated_jobs:
-            of = [p for p in mine.values() if slots[p.name].rjob is r]
-            replicas[r.name] = ReplicaCounts(
-                active=sum(1 for p in of if p.phase in ("Pending", "Running")),
-                succeeded=sum(1 for p in of if p.phase == "Succeeded"),
-                failed=sum(1 for p in of if p.phase == "Failed"),
-            )
-        recreate: list[str] = []
-        for name, slot in slots.items():
-            pod = mine.get(name)
-            if pod is None or pod.phase != "Failed":
-                continue
-            if is_disrupted(pod):
-                recreate.append(name)
-                continue
-            message = f"{_FAILED_MESSAGE}: {_failure(slot, pod)}"
-            return Progress(replicas=replicas, failed=message, failed_reason=REASON_FAILED_JOBS)
-        if _succeeded(job, size, mine):
-            return Progress(replicas=replicas, succeeded=True)
-        running = all(
-            name in mine and mine[name].phase in ("Running", "Succeeded")
-            for name, slot in slots.items()
-            if not slot.rjob.initializer
-        )
-        return Progress(
-            replicas=replicas,
-            running=running and not recreate,
-            restarting=bool(recreate),
-            recreate=tuple(recreate),
-        )
+        del others  # a TrainJob's pods tell it all
+        return trainjob_status.progress(job, size=size, pods=pods)
 
     # ----------------------------------------------------------------------- capabilities
 
@@ -433,7 +279,12 @@ class TrainJobPlugin:
         config: Obj = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": _meta(self.pinned_name(obj), job, labels, _owner(job)),
+            "metadata": object_meta(
+                name=self.pinned_name(obj),
+                namespace=job.namespace,
+                labels=labels,
+                owner=owner_of(job),
+            ),
             "data": {_PIN_KEY: json.dumps(runtime, sort_keys=True), "hash": digest},
         }
         config["metadata"]["annotations"] = {ANNOTATION_RUNTIME_HASH: digest}
@@ -451,306 +302,11 @@ class TrainJobPlugin:
             return resolve(obj, ctx)  # an unreadable pin: the live runtime, as before pinning
         return resolve_with(obj, runtime, ctx=ctx)
 
-    def read_status(self, stored: Mapping[str, Any]) -> Obj:
-        back = {v: k for k, v in _SUSPENDED_REASONS.items()}
-        conditions: list[Obj] = []
-        for raw in stored.get("conditions") or ():
-            if not isinstance(raw, Mapping):
-                continue
-            type_, reason = raw.get("type"), raw.get("reason")
-            if type_ == "Complete":
-                type_ = "Succeeded"
-            elif type_ == "Suspended":
-                reason = back.get(str(reason), reason)
-            when = raw.get("lastTransitionTime")
-            entry = {"type": type_, "status": raw.get("status"), "reason": reason}
-            entry.update(message=raw.get("message"), lastUpdateTime=when, lastTransitionTime=when)
-            conditions.append({k: v for k, v in entry.items() if v is not None})
-        jobs = [j for j in stored.get("jobsStatus") or () if isinstance(j, Mapping)]
-        if jobs and not any(c.get("type") == "Created" for c in conditions):
-            conditions.append({"type": "Created", "status": "True", "reason": "TrainJobCreated"})
-        if any(int(j.get("active") or 0) + int(j.get("ready") or 0) > 0 for j in jobs):
-            conditions.append({"type": "Running", "status": "True", "reason": "TrainJobRunning"})
-        return {"conditions": conditions, "jobsStatus": [dict(j) for j in jobs]}
+    #: ``RendersStatus``: Trainer's stored status from and to the Kubeflow working block.
+    read_status = staticmethod(trainjob_status.read_status)
+    render_status = staticmethod(trainjob_status.render_status)
 
     def observed_status(
         self, job: ResolvedJob, *, size: int, pods: Sequence[PodView], suspended: bool
     ) -> Obj:
         return {"jobsStatus": jobs_status(job, pods, size=size, suspended=suspended)}
-
-    def render_status(
-        self,
-        block: Mapping[str, Any],
-        *,
-        stored: Mapping[str, Any],
-        generation: int | None,
-        now: datetime,
-    ) -> Obj:
-        conditions: list[Condition] = []
-        for raw in stored.get("conditions") or ():
-            try:
-                conditions.append(Condition.model_validate(raw))
-            except ValueError:
-                continue
-        working = {
-            c.get("type"): c for c in block.get("conditions") or () if isinstance(c, Mapping)
-        }
-        if not any(
-            c.get("type") == "Created" and c.get("status") == "False" for c in working.values()
-        ):
-            conditions = [c for c in conditions if c.type != "Created"]
-        for kind, c in working.items():
-            status, reason = str(c.get("status")), str(c.get("reason") or "")
-            if kind in ("Running", "Restarting") or (kind == "Created" and status == "True"):
-                continue
-            stored_type = str(kind)
-            if kind == "Succeeded":
-                stored_type, reason = "Complete", REASON_COMPLETED
-            elif kind == "Suspended":
-                reason = _SUSPENDED_REASONS.get(reason, reason)
-            conditions = set_status_condition(
-                conditions,
-                type=stored_type,
-                status=ConditionStatus(status),
-                reason=reason,
-                message=str(c.get("message") or ""),
-                now=now,
-                observed_generation=generation,
-            )
-        out: Obj = {
-            "conditions": [
-                c.model_dump(by_alias=True, exclude_none=True, mode="json") for c in conditions
-            ]
-        }
-        jobs = block.get("jobsStatus")
-        if jobs:
-            out["jobsStatus"] = [dict(j) for j in jobs]
-        return out
-
-
-def _failure(slot: _Slot, pod: PodView) -> str:
-    containers = template_containers(slot.rjob.template)
-    at = main_container(containers, slot.rjob.step)
-    code = exit_code(pod, str(containers[at].get("name")) if at is not None else "")
-    role = slot.rjob.step if slot.rjob.step else "replicatedJob"
-    what = f"{role} pod {pod.name} (replicatedJob {slot.rjob.name})"
-    if code:
-        return f"{what} exited with code {code}"
-    return f"{what} failed" + (f": {pod.reason}" if pod.reason else "")
-
-
-def _done(
-    job: ResolvedJob, *, r: ReplicatedJobPlan, j: int, count: int, pods: Mapping[str, PodView]
-) -> bool:
-    """Whether Job ``j`` of ``r`` is complete: every completion index Succeeded."""
-    return count > 0 and all(
-        (p := pods.get(pod_name(job, r.name, j, i))) is not None and p.phase == "Succeeded"
-        for i in range(count)
-    )
-
-
-def _succeeded(job: ResolvedJob, size: int, pods: Mapping[str, PodView]) -> bool:
-    counts = _counts(job, size)
-    done = [
-        _done(job, r=r, j=j, count=counts[r.name], pods=pods)
-        for r in job.replicated_jobs
-        if r.name in job.success_targets
-        for j in range(r.replicas)
-    ]
-    return any(done) if job.success_operator == "Any" else bool(done) and all(done)
-
-
-def jobs_status(
-    job: ResolvedJob,
-    pods: Sequence[PodView],
-    *,
-    size: int | None = None,
-    suspended: bool | None = None,
-) -> list[dict[str, Any]]:
-    """``status.jobsStatus``: per replicatedJob, its Jobs as JobSet counts them.
-
-    A Job is succeeded when every index Succeeded, failed when a pod failed (not by
-    disruption); otherwise, once it has pods or while ``suspended`` (default ``spec.suspend``),
-    it is suspended, ready when succeeded plus ready pods reach its count, and active with a
-    Pending or Running pod. ``size`` (default and 0: the full size) sets the scaled job's count.
-    """
-    counts = _counts(job, size or _max_size(job))
-    held = job.suspend if suspended is None else suspended
-    mine = {p.name: p for p in pods if p.deletion_timestamp is None}
-    result: list[dict[str, Any]] = []
-    for r in job.replicated_jobs:
-        entry: dict[str, Any] = {"name": r.name, "ready": 0, "succeeded": 0, "failed": 0}
-        entry.update(active=0, suspended=0)
-        for j in range(r.replicas):
-            names = [pod_name(job, r.name, j, i) for i in range(counts[r.name])]
-            of = [mine[n] for n in names if n in mine]
-            if _done(job, r=r, j=j, count=len(names), pods=mine):
-                entry["succeeded"] += 1
-            elif any(p.phase == "Failed" and not is_disrupted(p) for p in of):
-                entry["failed"] += 1
-            elif of or held:
-                entry["suspended"] += 1 if held else 0
-                ok = sum(
-                    1 for p in of if p.phase == "Succeeded" or (p.ready and p.phase == "Running")
-                )
-                entry["ready"] += 1 if names and ok >= len(names) else 0
-                entry["active"] += 1 if any(p.phase in ("Pending", "Running") for p in of) else 0
-        result.append(entry)
-    return result
-
-
-# --------------------------------------------------------------------------- builders
-
-
-def _owner(job: ResolvedJob) -> Obj:
-    uid = job.trainjob.metadata.uid or ""
-    return owner_reference(
-        api_version=TRAINJOB.api_version, kind=TRAINJOB.kind, name=job.name, uid=uid
-    )
-
-
-def _meta(name: str, job: ResolvedJob, labels: Mapping[str, str], owner: Obj) -> Obj:
-    meta: Obj = {"name": name}
-    if job.namespace:
-        meta["namespace"] = job.namespace
-    meta["labels"] = dict(labels)
-    meta["ownerReferences"] = [dict(owner)]
-    return meta
-
-
-def _pods(
-    job: ResolvedJob, slots: Iterator[_Slot], *, owner: Obj, ctx: OperatorContext
-) -> tuple[Obj, ...]:
-    specs: dict[str, Obj] = {}
-    total = sum(r.replicas for r in job.replicated_jobs)
-    offsets, seen = {}, 0
-    for r in job.replicated_jobs:
-        offsets[r.name], seen = seen, seen + r.replicas
-    pods: list[Obj] = []
-    for slot in slots:
-        r = slot.rjob
-        if r.name not in specs:
-            specs[r.name] = with_placement(_spec(job, r), ctx)
-        job_name = f"{job.name}-{r.name}-{slot.job}"
-        key = hashlib.sha1(f"{job.namespace or ''}/{job_name}".encode()).hexdigest()
-        jobset = {
-            f"{_JOBSET}jobset-name": job.name,
-            f"{_JOBSET}replicatedjob-name": r.name,
-            f"{_JOBSET}restart-attempt": "0",
-            f"{_JOBSET}replicatedjob-replicas": str(r.replicas),
-            f"{_JOBSET}global-replicas": str(total),
-            f"{_JOBSET}job-index": str(slot.job),
-            f"{_JOBSET}job-key": key,
-            f"{_JOBSET}job-global-index": str(offsets[r.name] + slot.job),
-            LABEL_COMPLETION_INDEX: str(slot.index),
-        }
-        tmeta = r.template.get("metadata") or {}
-        ours = {
-            **jobset,
-            "batch.kubernetes.io/job-name": job_name,
-            LABEL_JOB_NAME: job.name,
-            LABEL_OPERATOR_NAME: OPERATOR_NAME,
-            LABEL_REPLICA_TYPE: r.name,
-            LABEL_REPLICA_INDEX: str(slot.index),
-            MANAGED_LABEL: "true",
-        }
-        base = {"labels": {**job.labels, **r.labels, **(tmeta.get("labels") or {})}}
-        pod = pod_manifest(
-            name=slot.name,
-            namespace=job.namespace,
-            template={"metadata": base},
-            labels=ours,
-            owner=owner,
-            spec={**specs[r.name], "hostname": slot.name},
-        )
-        notes = {**job.annotations, **r.annotations, **(tmeta.get("annotations") or {}), **jobset}
-        pod["metadata"]["annotations"] = notes
-        pods.append(pod)
-    return tuple(pods)
-
-
-def _spec(job: ResolvedJob, r: ReplicatedJobPlan) -> Obj:
-    """The pod spec shared by every pod of ``r``: env, ports, volumes and mounts added."""
-    spec: Obj = copy.deepcopy(dict(r.template.get("spec") or {}))
-    containers: list[Obj] = spec["containers"]
-    at = main_container(containers, r.step)
-    main = containers[at] if at is not None else {}
-    if job.torch is not None and r.name == job.trainer:
-        main["env"] = upsert(main.get("env"), _torch_env(job), key="name")
-        if job.torch.elastic and not any(e.get("name") == "PET_MAX_RESTARTS" for e in main["env"]):
-            main["env"].append({"name": "PET_MAX_RESTARTS", "value": str(DEFAULT_MAX_RESTARTS)})
-        if not any(p.get("containerPort") == MASTER_PORT for p in main.get("ports") or ()):
-            main["ports"] = [*(main.get("ports") or ()), {"containerPort": MASTER_PORT}]
-    if job.mpi is not None and r.name in (LAUNCHER, NODE):
-        secret = {
-            "secretName": f"{job.name}-mpi-ssh-auth",
-            "items": [
-                {"key": "ssh-privatekey", "path": "id_rsa"},
-                {"key": "ssh-publickey", "path": "id_rsa.pub"},
-                {"key": "ssh-publickey", "path": "authorized_keys"},
-            ],
-        }
-        volumes = [{"name": _SSH_VOLUME, "secret": secret}]
-        mounts = [{"name": _SSH_VOLUME, "mountPath": job.mpi.ssh_auth_mount_path}]
-        if r.name == LAUNCHER:
-            items = [{"key": "hostfile", "path": "hostfile", "mode": 0o444}]
-            config = {"name": f"{job.name}-mpi-hostfile", "items": items}
-            volumes.append({"name": _HOSTFILE_VOLUME, "configMap": config})
-            mounts.append({"name": _HOSTFILE_VOLUME, "mountPath": _MPI_DIR})
-            env = [
-                ("OMPI_MCA_orte_default_hostfile", f"{_MPI_DIR}/hostfile"),
-                ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-                ("OMPI_MCA_orte_set_default_slots", str(job.mpi.slots)),
-                ("OMPI_MCA_plm_rsh_args", _RSH_ARGS),
-            ]
-            entries = [{"name": n, "value": v} for n, v in env]
-            main["env"] = upsert(main.get("env"), entries, key="name")
-        spec["volumes"] = upsert(spec.get("volumes"), volumes, key="name")
-        main["volumeMounts"] = upsert(main.get("volumeMounts"), mounts, key="name")
-    if any(v.get("name") == INITIALIZER_VOLUME for v in spec.get("volumes") or ()):
-        _mount_outputs(job, r, main)
-    for field in ("initContainers", "containers"):
-        for container in spec.get(field) or ():
-            if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in container.get("env") or ()):
-                entry = {"name": "JOB_COMPLETION_INDEX", "valueFrom": copy.deepcopy(_INDEX_REF)}
-                container["env"] = [*(container.get("env") or ()), entry]
-    if job.dns_hostnames:
-        spec["subdomain"] = job.subdomain
-    return spec
-
-
-def _mount_outputs(job: ResolvedJob, r: ReplicatedJobPlan, main: Obj) -> None:
-    """Mount the ``initializer`` volume where an initializer writes (its own output, or both
-    outputs in the trainer) unless a mount of the container already covers the path."""
-    paths = {ANCESTOR_DATASET: DATASET_MOUNT_PATH, ANCESTOR_MODEL: MODEL_MOUNT_PATH}
-    steps = {s.step for s in job.replicated_jobs}
-    wanted = [paths[r.step]] if r.step in paths else []
-    if r.name == job.trainer:
-        wanted = [path for step, path in paths.items() if step in steps]
-    for path in wanted:
-        mounts = main.get("volumeMounts") or []
-        roots = [str(m.get("mountPath", "")).rstrip("/") for m in mounts]
-        if not any(path == root or path.startswith(root + "/") for root in roots):
-            main["volumeMounts"] = [*mounts, {"name": INITIALIZER_VOLUME, "mountPath": path}]
-
-
-def _torch_env(job: ResolvedJob) -> list[Obj]:
-    assert job.torch is not None  # only called for torch runtimes
-    master = f"{pod_name(job, job.trainer, 0, 0)}.{job.subdomain}"
-    nnodes = f"{job.min_nodes}:{job.max_nodes}" if job.torch.elastic else str(job.max_nodes)
-    env: list[Obj] = [
-        {"name": "PET_NNODES", "value": nnodes},
-        {"name": "PET_NPROC_PER_NODE", "value": job.torch.num_proc_per_node},
-        {"name": "PET_NODE_RANK", "valueFrom": copy.deepcopy(_INDEX_REF)},
-        {"name": "PET_MASTER_ADDR", "value": master},
-        {"name": "PET_MASTER_PORT", "value": str(MASTER_PORT)},
-    ]
-    if job.torch.elastic:
-        env += [
-            {"name": "PET_RDZV_BACKEND", "value": "c10d"},
-            {"name": "PET_RDZV_ENDPOINT", "value": f"{master}:{MASTER_PORT}"},
-            {"name": "PET_RDZV_ID", "value": job.trainjob.metadata.uid or job.name},
-        ]
-        if job.torch.max_restarts is not None:
-            env.append({"name": "PET_MAX_RESTARTS", "value": str(job.torch.max_restarts)})
-    return env

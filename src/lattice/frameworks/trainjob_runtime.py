@@ -40,166 +40,49 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import math
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
 
-from lattice.api.constants import GROUP_TRAINER, LABEL_TRAINJOB_ANCESTOR
+from lattice.api.constants import GROUP_TRAINER
 from lattice.api.runtime import (
     ClusterTrainingRuntime,
     ReplicatedJob,
     TrainingRuntime,
-    TrainingRuntimeSpec,
 )
 from lattice.api.trainjob import PodSpecOverride, RuntimeKind, TrainJob
-from lattice.frameworks.base import InvalidJob, JobNotReady, OperatorContext, Problem
-from lattice.frameworks.pods import (
-    priority_problems,
-    quantity_units,
-    template_containers,
-    unit_problems,
-    validation_problems,
+from lattice.frameworks.base import InvalidJob, OperatorContext, Problem
+from lattice.frameworks.kubeflow import priority_problems, validation_problems
+from lattice.frameworks.trainjob_checks import (
+    cross_problems,
+    not_ready,
+    num_proc_per_node,
+    runtime_problems,
+    steps,
 )
+from lattice.frameworks.trainjob_plans import (
+    ANCESTOR_DATASET,
+    ANCESTOR_MODEL,
+    ANCESTOR_TRAINER,
+    DEFAULT_BACKOFF_LIMIT,
+    LAUNCHER,
+    NODE,
+    STORAGE_URI,
+    MPIPlan,
+    ReplicatedJobPlan,
+    ResolvedJob,
+    RuntimeNotReady,
+    TorchPlan,
+    main_container,
+    upsert,
+)
+from lattice.frameworks.units import quantity_units
+from lattice.primitives.keys import kind_key
 
-__all__ = [
-    "ANCESTOR_DATASET",
-    "ANCESTOR_MODEL",
-    "ANCESTOR_TRAINER",
-    "DATASET_MOUNT_PATH",
-    "INITIALIZERS",
-    "INITIALIZER_VOLUME",
-    "LAUNCHER",
-    "MODEL_MOUNT_PATH",
-    "NODE",
-    "RESERVED_TORCH_ENV",
-    "MPIPlan",
-    "ReplicatedJobPlan",
-    "ResolvedJob",
-    "RuntimeNotReady",
-    "TorchPlan",
-    "main_container",
-    "num_proc_per_node",
-    "resolve",
-    "resolve_with",
-    "runtime_hash",
-    "runtime_key",
-    "upsert",
-]
+__all__ = ["resolve", "resolve_with", "runtime_hash", "runtime_key"]
 
 Obj = dict[str, Any]
-
-ANCESTOR_TRAINER = "trainer"
-ANCESTOR_DATASET = "dataset-initializer"
-ANCESTOR_MODEL = "model-initializer"
-INITIALIZERS = (ANCESTOR_DATASET, ANCESTOR_MODEL)
-NODE = "node"
-LAUNCHER = "launcher"
-DATASET_MOUNT_PATH = "/workspace/dataset"
-MODEL_MOUNT_PATH = "/workspace/model"
-#: Volume name upstream runtimes share between initializers and trainer (a PVC).
-INITIALIZER_VOLUME = "initializer"
-#: torchrun variables the torch plugin owns; ``trainer.env`` must not set them (sorted).
-RESERVED_TORCH_ENV = (
-    "PET_MASTER_ADDR",
-    "PET_MASTER_PORT",
-    "PET_NNODES",
-    "PET_NODE_RANK",
-    "PET_NPROC_PER_NODE",
-)
-_STORAGE_URI = "STORAGE_URI"
-_DEFAULT_BACKOFF_LIMIT = 6  # batch/v1 Job default
-_NPROC_WORDS = ("auto", "cpu", "gpu")
-_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-class RuntimeNotReady(JobNotReady):
-    """The referenced runtime is missing or unusable: the TrainJob waits (never fails) for it."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TorchPlan:
-    """``mlPolicy.torch`` in effect: ``PET_NPROC_PER_NODE`` and the elastic settings."""
-
-    num_proc_per_node: str
-    elastic: bool = False
-    max_restarts: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MPIPlan:
-    """``mlPolicy.mpi`` in effect (``slots`` is numProcPerNode after the TrainJob's override)."""
-
-    slots: int
-    implementation: str
-    ssh_auth_mount_path: str
-    run_launcher_as_node: bool
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicatedJobPlan:
-    """One replicatedJob after the merge: ``template`` is the pod template (overrides applied)."""
-
-    name: str
-    step: str | None
-    replicas: int
-    parallelism: int
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    template: Mapping[str, Any]
-    backoff_limit: int
-
-    @property
-    def initializer(self) -> bool:
-        return self.step in INITIALIZERS
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ResolvedJob:
-    """A TrainJob merged over its runtime: everything the plugin builds children from.
-
-    ``scaled`` names the job whose pod count follows the scheduler's size within
-    ``[min_nodes, max_nodes]`` (None for an MPI runtime without ``node``); every other
-    non-initializer job is fixed. ``labels``/``annotations`` are the JobSet-level ones.
-    """
-
-    trainjob: TrainJob
-    runtime_kind: str
-    runtime_name: str
-    runtime_hash: str
-    replicated_jobs: tuple[ReplicatedJobPlan, ...]
-    trainer: str
-    scaled: str | None
-    min_nodes: int
-    max_nodes: int
-    torch: TorchPlan | None
-    mpi: MPIPlan | None
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    success_operator: str
-    success_targets: tuple[str, ...]
-    subdomain: str
-    dns_hostnames: bool
-    publish_not_ready: bool
-
-    @property
-    def name(self) -> str:
-        return self.trainjob.metadata.name or ""
-
-    @property
-    def namespace(self) -> str | None:
-        return self.trainjob.metadata.namespace
-
-    @property
-    def suspend(self) -> bool:
-        return self.trainjob.spec.suspend
-
-    def rjob(self, name: str) -> ReplicatedJobPlan:
-        return next(r for r in self.replicated_jobs if r.name == name)
-
 
 # --------------------------------------------------------------------------- lookup
 
@@ -207,7 +90,7 @@ class ResolvedJob:
 def runtime_key(*, kind: str, namespace: str | None, name: str) -> str:
     """The ``OperatorContext.runtimes`` key of a runtime: ``<kind>/<ns or "">/<name>``."""
     ns = (namespace or "") if kind == RuntimeKind.TRAINING_RUNTIME else ""
-    return f"{kind}/{ns}/{name}"
+    return kind_key(kind=kind, namespace=ns, name=name)
 
 
 def runtime_hash(runtime: Mapping[str, Any]) -> str:
@@ -287,16 +170,16 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
     try:
         spec = model.model_validate({**raw, "kind": ref.kind}).spec
     except ValidationError as exc:
-        raise _not_ready(where, validation_problems(exc)) from None
-    steps = _steps(spec)
-    problems = _runtime_problems(spec, steps=steps, ctx=ctx)
+        raise not_ready(where, validation_problems(exc)) from None
+    ancestors = steps(spec)
+    problems = runtime_problems(spec, steps=ancestors, ctx=ctx)
     if problems:
-        raise _not_ready(where, problems)
+        raise not_ready(where, problems)
     ml = spec.ml_policy
     torch_src, mpi_src = (ml.torch, ml.mpi) if ml else (None, None)
     trainer_spec = tj.spec.trainer
     names = [r.name for r in spec.template.spec.replicated_jobs]
-    trainer = next(n for n, s in steps.items() if s == ANCESTOR_TRAINER)
+    trainer = next(n for n, s in ancestors.items() if s == ANCESTOR_TRAINER)
     num_nodes = (trainer_spec.num_nodes if trainer_spec else None) or (ml.num_nodes if ml else 1)
     num_nodes = num_nodes or 1
     elastic = torch_src.elastic_policy if torch_src else None
@@ -331,10 +214,10 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
     if mpi is not None:
         targets |= {NODE} | ({LAUNCHER} if mpi.run_launcher_as_node else set())
     plans = tuple(
-        _plan(tj, rjob=rjob, step=steps.get(rjob.name), trainer=trainer, targets=targets)
+        _plan(tj, rjob=rjob, step=ancestors.get(rjob.name), trainer=trainer, targets=targets)
         for rjob in spec.template.spec.replicated_jobs
     )
-    problems = _cross_problems(tj, plans=plans, torch=torch, mpi=mpi, scaled=scaled, max_nodes=hi)
+    problems = cross_problems(tj, plans=plans, torch=torch, mpi=mpi, scaled=scaled, max_nodes=hi)
     if problems:
         raise InvalidJob(problems)
     meta = spec.template.metadata
@@ -367,144 +250,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
     )
 
 
-def _not_ready(where: str, problems: Sequence[Problem]) -> RuntimeNotReady:
-    """``InvalidMLPolicy`` when every problem is in ``spec.mlPolicy``, else ``InvalidRuntime``."""
-    ml = all(p.field.startswith("spec.mlPolicy") for p in problems)
-    text = "; ".join(str(p) for p in problems)
-    return RuntimeNotReady(
-        "InvalidMLPolicy" if ml else "InvalidRuntime", f"{where} is invalid: {text}"
-    )
-
-
-def _steps(spec: TrainingRuntimeSpec) -> dict[str, str]:
-    """replicatedJob name -> ancestor step, by label, else by the conventional names."""
-    steps: dict[str, str] = {}
-    for rjob in spec.template.spec.replicated_jobs:
-        labels = (rjob.template.get("metadata") or {}).get("labels") or {}
-        if LABEL_TRAINJOB_ANCESTOR in labels:
-            steps[rjob.name] = str(labels[LABEL_TRAINJOB_ANCESTOR])
-    names = [r.name for r in spec.template.spec.replicated_jobs]
-    mpi = spec.ml_policy is not None and spec.ml_policy.mpi is not None
-    fallbacks = {
-        ANCESTOR_TRAINER: (LAUNCHER, NODE) if mpi else (NODE,),
-        ANCESTOR_DATASET: (ANCESTOR_DATASET,),
-        ANCESTOR_MODEL: (ANCESTOR_MODEL,),
-    }
-    for step, candidates in fallbacks.items():
-        if step in steps.values():
-            continue
-        name = next((n for n in candidates if n in names and n not in steps), None)
-        if name is not None:
-            steps[name] = step
-    return steps
-
-
-def _runtime_problems(
-    spec: TrainingRuntimeSpec, *, steps: Mapping[str, str], ctx: OperatorContext
-) -> list[Problem]:
-    problems: list[Problem] = []
-    ml = spec.ml_policy
-    if ml is not None:
-        if ml.torch is not None and ml.mpi is not None:
-            why = "only one of mlPolicy.torch and mlPolicy.mpi may be configured"
-            problems.append(Problem("spec.mlPolicy", why))
-        elastic = ml.torch.elastic_policy if ml.torch else None
-        if elastic is not None and ml.num_nodes is not None:
-            why = "must not be set when mlPolicy.torch.elasticPolicy is configured"
-            problems.append(Problem("spec.mlPolicy.numNodes", why))
-        if (
-            elastic
-            and elastic.min_nodes
-            and elastic.max_nodes
-            and elastic.min_nodes > elastic.max_nodes
-        ):
-            why = f"must be at most maxNodes ({elastic.max_nodes}), got {elastic.min_nodes}"
-            problems.append(Problem("spec.mlPolicy.torch.elasticPolicy.minNodes", why))
-        npp = ml.torch.num_proc_per_node if ml.torch else 1
-        if npp not in _NPROC_WORDS and not (isinstance(npp, int) and npp >= 1):
-            why = f"must be a positive integer or one of auto, cpu, gpu, got {npp!r}"
-            problems.append(Problem("spec.mlPolicy.torch.numProcPerNode", why))
-    rjobs = spec.template.spec.replicated_jobs
-    base = "spec.template.spec.replicatedJobs"
-    names = [r.name for r in rjobs]
-    if not rjobs:
-        problems.append(Problem(base, "must have at least one replicatedJob"))
-    for name in sorted({n for n in names if names.count(n) > 1}):
-        problems.append(Problem(base, f"names must be unique, {name!r} repeats"))
-    labelled = list(steps.values())
-    for step in sorted({s for s in labelled if labelled.count(s) > 1}):
-        problems.append(Problem(base, f"more than one replicatedJob is the {step!r} step"))
-    if rjobs and ANCESTOR_TRAINER not in steps.values():
-        why = f"no replicatedJob is labelled {LABEL_TRAINJOB_ANCESTOR}=trainer or named node"
-        problems.append(Problem(base, why))
-    if ml is not None and ml.mpi is not None and LAUNCHER not in names:
-        problems.append(Problem(base, "an mpi runtime must have a replicatedJob named launcher"))
-    for i, rjob in enumerate(rjobs):
-        pod = (rjob.template.get("spec") or {}).get("template") or {}
-        containers = template_containers(pod)
-        field = f"{base}[{i}].template.spec.template.spec"
-        if not containers or not all(isinstance(c, Mapping) for c in containers):
-            problems.append(Problem(f"{field}.containers", "must define at least one container"))
-        elif not ctx.node_mode:
-            problems += unit_problems(containers, ctx.scheduling_unit, field=f"{field}.containers")
-        policy = (pod.get("spec") or {}).get("restartPolicy")
-        if policy not in (None, "OnFailure", "Never"):
-            problems.append(
-                Problem(f"{field}.restartPolicy", f"must be OnFailure or Never, got {policy!r}")
-            )
-    policy = spec.template.spec.success_policy
-    for target in (policy.target_replicated_jobs or []) if policy else []:
-        if target not in names:
-            why = f"names {target!r}, which is not a replicatedJob"
-            problems.append(Problem("spec.template.spec.successPolicy.targetReplicatedJobs", why))
-    return problems
-
-
-def num_proc_per_node(value: int | str, resources: Mapping[str, Any] | None) -> str:
-    """``PET_NPROC_PER_NODE`` from numProcPerNode and resourcesPerNode (module docstring)."""
-    text = str(value)
-    if resources is None or text not in ("cpu", "auto"):
-        return text
-
-    def amount(pick: Callable[[str], bool]) -> int:
-        for kind in ("requests", "limits"):
-            found = [v for k, v in (resources.get(kind) or {}).items() if pick(k)]
-            units = quantity_units("cpu", found[0]) if found else 0
-            if units:
-                return math.ceil(units / 1000)
-        return 0
-
-    if text == "auto" and amount(lambda name: "gpu" in name.lower()):
-        return text
-    return str(max(1, amount(lambda name: name == "cpu")))
-
-
 # --------------------------------------------------------------------------- templates
-
-
-def upsert(
-    items: Sequence[Mapping[str, Any]] | None, new: Sequence[Mapping[str, Any]], *, key: str
-) -> list[Obj]:
-    """``items`` with each of ``new`` replacing the entry of the same ``key``, else appended."""
-    result = [dict(i) for i in items or ()]
-    for entry in new:
-        at = next((i for i, e in enumerate(result) if e.get(key) == entry.get(key)), None)
-        if at is None:
-            result.append(copy.deepcopy(dict(entry)))
-        else:
-            result[at] = copy.deepcopy(dict(entry))
-    return result
-
-
-def main_container(containers: Sequence[Mapping[str, Any]], step: str | None) -> int | None:
-    """Index of the container TrainJob fields target in a job of ``step``: for an initializer the
-    one named after it, otherwise ``node``, ``trainer`` or ``launcher``; else 0; None if none."""
-    preferred = (step,) if step in INITIALIZERS else (NODE, ANCESTOR_TRAINER, LAUNCHER)
-    for name in preferred:
-        for i, c in enumerate(containers):
-            if c.get("name") == name:
-                return i
-    return 0 if containers else None
 
 
 def _plan(
@@ -541,7 +287,7 @@ def _plan(
     source = sources.get(step or "")
     if source is not None and at is not None:
         main = containers[at]
-        env = [{"name": _STORAGE_URI, "value": source.storage_uri}] if source.storage_uri else []
+        env = [{"name": STORAGE_URI, "value": source.storage_uri}] if source.storage_uri else []
         main["env"] = upsert(main.get("env"), [*env, *(source.env or ())], key="name")
         if source.secret_ref is not None:
             ref = {"secretRef": {"name": source.secret_ref.name}}
@@ -558,7 +304,7 @@ def _plan(
         labels=dict(job_meta.get("labels") or {}),
         annotations=dict(job_meta.get("annotations") or {}),
         template=pod,
-        backoff_limit=int(job_spec.get("backoffLimit", _DEFAULT_BACKOFF_LIMIT)),
+        backoff_limit=int(job_spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)),
     )
 
 
@@ -594,86 +340,3 @@ def _override(spec: Mapping[str, Any], override: PodSpecOverride) -> Obj:
         if field in result:
             result[field] = containers
     return result
-
-
-# --------------------------------------------------------------------------- cross checks
-
-
-def _cross_problems(
-    tj: TrainJob,
-    *,
-    plans: Sequence[ReplicatedJobPlan],
-    torch: TorchPlan | None,
-    mpi: MPIPlan | None,
-    scaled: str | None,
-    max_nodes: int,
-) -> list[Problem]:
-    """What the TrainJob asks of this runtime that it cannot give."""
-    problems: list[Problem] = []
-    trainer = tj.spec.trainer
-    by_name = {p.name: p for p in plans}
-    steps = {p.step: p for p in plans if p.step}
-    for step, source in ((ANCESTOR_DATASET, "dataset"), (ANCESTOR_MODEL, "model")):
-        if getattr(tj.spec.initializer, source, None) is None:
-            continue
-        plan = steps.get(step)
-        names = [c.get("name") for c in template_containers(plan.template)] if plan else []
-        if plan is None or step not in names:
-            why = f"the runtime has no {step} replicatedJob with a {step} container"
-            problems.append(Problem(f"spec.initializer.{source}", why))
-    seen: set[str] = set()
-    for i, override in enumerate(tj.spec.pod_spec_overrides or ()):
-        where = f"spec.podSpecOverrides[{i}]"
-        for target in override.target_jobs:
-            if target.name in seen:
-                problems.append(
-                    Problem(f"{where}.targetJobs", f"{target.name!r} is targeted twice")
-                )
-            seen.add(target.name)
-            plan = by_name.get(target.name)
-            if plan is None:
-                why = f"{target.name!r} is not a replicatedJob of the runtime"
-                problems.append(Problem(f"{where}.targetJobs", why))
-                continue
-            spec = plan.template.get("spec") or {}
-            for field, changes in (
-                ("initContainers", override.init_containers),
-                ("containers", override.containers),
-            ):
-                have = {c.get("name") for c in spec.get(field) or ()}
-                for j, change in enumerate(changes or ()):
-                    if change.name not in have:
-                        why = f"{change.name!r} is not a container of replicatedJob {target.name!r}"
-                        problems.append(Problem(f"{where}.{field}[{j}].name", why))
-                    elif change.env and change.name in (NODE, *INITIALIZERS):
-                        why = f"must not set env of the reserved {change.name} container"
-                        problems.append(Problem(f"{where}.{field}[{j}].env", why))
-    npp = trainer.num_proc_per_node if trainer else None
-    if torch is not None and trainer is not None:
-        if isinstance(npp, str) and npp not in _NPROC_WORDS:
-            why = f"must be an integer or one of auto, cpu, gpu, got {npp!r}"
-            problems.append(Problem("spec.trainer.numProcPerNode", why))
-        reserved = sorted({str(e.get("name")) for e in trainer.env or ()} & set(RESERVED_TORCH_ENV))
-        if reserved:
-            why = f"must not have reserved envs, invalid envs configured: [{' '.join(reserved)}]"
-            problems.append(Problem("spec.trainer.env", why))
-        if torch.elastic and trainer.num_nodes is not None:
-            why = "must not be set when the runtime sets mlPolicy.torch.elasticPolicy min/maxNodes"
-            problems.append(Problem("spec.trainer.numNodes", why))
-    if mpi is not None:
-        if npp is not None and not isinstance(npp, int):
-            problems.append(
-                Problem("spec.trainer.numProcPerNode", "must have an int value for MPI TrainJob")
-            )
-        nodes = trainer.num_nodes if trainer else None
-        if mpi.run_launcher_as_node and (nodes or 1) >= 2 and NODE not in by_name:
-            why = "must be 1 when the MPI runtime runs the launcher as a node and has no node job"
-            problems.append(Problem("spec.trainer.numNodes", why))
-    name = tj.metadata.name or ""
-    for plan in plans:
-        count = max_nodes if plan.name == scaled else plan.parallelism
-        host = f"{name}-{plan.name}-{plan.replicas - 1}-{max(count, 1) - 1}"
-        if len(host) > 63 or not _DNS1123.match(host):
-            why = f"pod hostname {host!r} is not a DNS label of at most 63 characters"
-            problems.append(Problem("metadata.name", why))
-    return problems

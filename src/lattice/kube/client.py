@@ -6,9 +6,13 @@ Contract:
   ``ServerError`` (status 0), so callers retry them like a 5xx.
 - ``watch`` streams events from one resourceVersion. It yields ADDED, MODIFIED, DELETED and
   BOOKMARK events untouched, and turns an ERROR event into the matching error (410 → ``Gone``):
-  it never retries on its own. The informer owns the list/watch loop.
+  it never retries on its own. The informer owns the list/watch loop. ``on_open`` is called
+  once the apiserver accepted the watch (2xx), before any event.
 - kubernetes_asyncio supplies only configuration loading (kubeconfig, in-cluster, token refresh),
   TLS and the aiohttp session; we build paths and parse bodies ourselves.
+- A kubeconfig user's impersonation fields (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``)
+  become ``Impersonate-*`` headers on every request, watches included
+  (``lattice.kube.impersonation``); malformed ones refuse to connect (``KubeconfigError``).
 - An optional client-side token bucket (``qps``/``burst``; ``qps <= 0`` disables it) paces
   requests, and an optional observer sees each request's verb, resource, code and duration.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -31,6 +35,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from lattice.clock import Clock, RealClock
 from lattice.kube.errors import ApiError, ServerError, error_from_response
+from lattice.kube.impersonation import Impersonation, loader_impersonation
 from lattice.kube.resources import Resource
 
 __all__ = ["KubeClient", "PatchType", "RequestObserver", "RestClient", "WatchEvent", "connect"]
@@ -85,6 +90,7 @@ class KubeClient(Protocol):
         timeout_seconds: int,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[WatchEvent]: ...
 
     async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj: ...
@@ -169,6 +175,7 @@ class RestClient:
         self._clock = clock or RealClock()
         self._bucket = _TokenBucket(qps=qps, burst=burst, clock=self._clock) if qps > 0 else None
         self._observer = observer
+        self.impersonation: Impersonation | None = None
 
     @property
     def host(self) -> str:
@@ -180,7 +187,7 @@ class RestClient:
         kind of request (events) then never delays the others (reconcile and scheduler writes).
         """
         bucket = self._bucket
-        return RestClient(
+        twin = RestClient(
             self._api,
             qps=0.0 if bucket is None else bucket.qps,
             burst=0 if bucket is None else bucket.burst,
@@ -188,6 +195,8 @@ class RestClient:
             observer=self._observer,
             user_agent=str(self._api.user_agent),
         )
+        twin.impersonation = self.impersonation  # the same session: the same headers
+        return twin
 
     async def _request(
         self,
@@ -278,6 +287,7 @@ class RestClient:
         timeout_seconds: int,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         q: list[tuple[str, str]] = [
             ("watch", "true"),
@@ -295,6 +305,8 @@ class RestClient:
         resp = await self._request(
             "WATCH", "GET", res, res.path(namespace=namespace), query=q, http_timeout=timeout
         )
+        if on_open is not None:
+            on_open()
         try:
             async for raw in resp.content:
                 line = raw.strip()
@@ -402,7 +414,8 @@ async def connect(
 
     ``in_cluster=None`` chooses in-cluster config when no kubeconfig is given and the pod
     environment (service host env and token file) is present. ``token_path``/``ca_path`` override
-    the service-account files (``lattice run --service-account-dir``).
+    the service-account files (``lattice run --service-account-dir``). The kubeconfig user's
+    impersonation fields are honoured; ``KubeconfigError`` if they are malformed.
     """
     cfg = k8s_client.Configuration()
     use_in_cluster = (
@@ -415,16 +428,26 @@ async def connect(
             try_refresh_token=True,
         )
         loader.load_and_set(cfg)
-    else:
-        await k8s_config.load_kube_config(
-            config_file=kubeconfig, context=context, client_configuration=cfg
+    impersonation = None
+    if not use_in_cluster:
+        impersonation = loader_impersonation(
+            await k8s_config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=cfg
+            )
         )
     cfg.connection_pool_maxsize = 64
     for key, value in (extra or {}).items():
         setattr(cfg, key, value)
     api = k8s_client.ApiClient(configuration=cfg)
     read_environment_once(api.rest_client, str(cfg.host))
-    return RestClient(api, qps=qps, burst=burst, clock=clock, observer=observer)
+    client = RestClient(api, qps=qps, burst=burst, clock=clock, observer=observer)
+    if impersonation is not None:
+        # Session headers go out on every request, and may repeat (one per group).
+        session_headers = api.rest_client.pool_manager.headers
+        for name, value in impersonation.headers():
+            session_headers.add(name, value)
+        client.impersonation = impersonation
+    return client
 
 
 def env_proxy(url: str) -> tuple[str, dict[str, str]] | None:
@@ -455,11 +478,10 @@ def read_environment_once(rest: Any, host: str) -> None:
 
     kubernetes-asyncio opens its aiohttp session with ``trust_env=True``, so aiohttp looks up
     ``~/.netrc`` and the proxy variables once per request, each in a thread-pool round trip
-    (two hops, and the GIL handed over four times, per request). Measured against the local
-    apiserver, eight GETs in flight: 517-587 -> 889-1,018 requests/s, p50 11-13 -> 5-6 ms; with a
-    CPU-bound thread alongside (the scheduler's core): 303-339 -> 422-596 requests/s, p50 21 ->
-    10 ms. A proxy set in the kubeconfig (``proxy-url``) is kept; netrc credentials were never
-    used by client-go, which authenticates from the kubeconfig alone."""
+    (two hops, and the GIL handed over four times, per request); reading it once nearly doubles
+    the request rate (docs/performance.md). A proxy set in the kubeconfig (``proxy-url``) is
+    kept; netrc credentials were never used by client-go, which authenticates from the
+    kubeconfig alone."""
     if not rest.proxy:
         found = env_proxy(host)
         if found is not None:

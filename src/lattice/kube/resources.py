@@ -1,8 +1,9 @@
-"""Resource descriptors: enough to build any REST path, for built-in kinds and our CRDs alike."""
+"""Descriptors of the built-in resources the operator uses; ``Resource`` itself (re-exported
+here) is ``lattice.primitives.resources.Resource``, the same type as the CRDs' descriptors."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from lattice.primitives.resources import Resource
 
 __all__ = [
     "BATCH_JOBS",
@@ -15,42 +16,10 @@ __all__ = [
     "PODS",
     "PRIORITY_CLASSES",
     "SECRETS",
+    "SELF_SUBJECT_REVIEWS",
     "SERVICES",
     "Resource",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """One API resource: group ("" for core), version, plural, kind and scope."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(
-        self,
-        *,
-        namespace: str | None = None,
-        name: str | None = None,
-        subresource: str | None = None,
-    ) -> str:
-        """The REST path; ``namespace=None`` on a namespaced resource means all namespaces."""
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace is not None:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{name}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
 
 
 PODS = Resource("", "v1", "pods", "Pod")
@@ -71,4 +40,7 @@ CRDS = Resource(
     "customresourcedefinitions",
     "CustomResourceDefinition",
     namespaced=False,
+)
+SELF_SUBJECT_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", namespaced=False
 )

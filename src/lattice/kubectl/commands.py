@@ -1,10 +1,16 @@
 """The reads and the command line of ``kubectl lattice`` (``queue`` and ``explain``).
 
 Contract:
-- Reads only, through the :class:`~lattice.kube.KubeClient` seam: the jobs of every kind (paged
-  lists), events.k8s.io/v1 Events selected by ``regarding.kind``/``regarding.name`` (and kept
-  only for the job's uid), and, quietly (an error means none), PriorityClasses and Trainer
-  runtimes for the plugins' context.
+- Reads only, through the :class:`~lattice.kubectl.transport.Reader` seam (``kubectl get
+  --raw``): the jobs of every kind (paged lists), events.k8s.io/v1 Events selected by
+  ``regarding.kind``/``regarding.name`` (and kept only for the job's uid), and, quietly (an
+  error means none), PriorityClasses and Trainer runtimes for the plugins' context.
+- ``queue`` numbers every waiting job (:func:`numbered_rows`: persisted positions, then the rest
+  computed in the core's order over every namespace; only the persisted ones when listing every
+  namespace is refused) and prints a table, or with ``-o json|yaml`` a document
+  (:func:`~lattice.kubectl.render.queue_document`).
+- ``explain`` prints the scheduler's decision first, then the scheduler's own events
+  (``Admitted``, ``Preempted``, ``Shrunk``...), then the jobs ahead, then every other event.
 - ``collect_rows`` skips a kind whose CRD is not installed (404) without a word; any other error
   listing a kind is appended to ``warn`` and that kind is left out.
 - ``explain`` lists the jobs ahead of a ``Waiting`` job across all namespaces (one operator
@@ -20,6 +26,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,12 +34,10 @@ from typing import Any
 import yaml
 
 from lattice.api import constants
+from lattice.api.constants import Resource
 from lattice.clock import RealClock
 from lattice.frameworks.base import OperatorContext
-from lattice.kube import ApiError, KubeClient, NotFound, Resource
-from lattice.kube.client import connect
-from lattice.kube.resources import EVENTS, PRIORITY_CLASSES
-from lattice.kubectl.render import explain_text, queue_table, sort_events
+from lattice.kubectl.render import FORMATS, explain_text, queue_document, queue_table, sort_events
 from lattice.kubectl.rows import (
     JOB_KINDS,
     JobKind,
@@ -43,22 +48,28 @@ from lattice.kubectl.rows import (
     operator_context,
     queue_order,
     resolve_kind,
+    with_positions,
 )
+from lattice.kubectl.transport import (
+    EVENTS,
+    PRIORITY_CLASSES,
+    ApiError,
+    KubectlReader,
+    NotFound,
+    Reader,
+)
+from lattice.scheduler.core.types import SchedulerConfig, Strategy
 
-__all__ = ["collect_rows", "explain", "job_events", "main", "queue"]
+__all__ = ["collect_rows", "explain", "job_events", "main", "numbered_rows", "queue"]
 
 Obj = dict[str, Any]
 
 
-def _resource(res: constants.Resource) -> Resource:
-    return Resource(res.group, res.version, res.plural, res.kind, namespaced=res.namespaced)
-
-
-_RUNTIMES = (_resource(constants.TRAINING_RUNTIME), _resource(constants.CLUSTER_TRAINING_RUNTIME))
+_RUNTIMES = (constants.TRAINING_RUNTIME, constants.CLUSTER_TRAINING_RUNTIME)
 
 
 async def _list(
-    client: KubeClient, res: Resource, namespace: str | None, field_selector: str | None = None
+    client: Reader, res: Resource, namespace: str | None, field_selector: str | None = None
 ) -> list[Obj]:
     items: list[Obj] = []
     token: str | None = None
@@ -73,7 +84,7 @@ async def _list(
 
 
 async def _list_quietly(
-    client: KubeClient, res: Resource, namespace: str | None, field_selector: str | None = None
+    client: Reader, res: Resource, namespace: str | None, field_selector: str | None = None
 ) -> list[Obj]:
     try:
         return await _list(client, res, namespace, field_selector)
@@ -81,7 +92,7 @@ async def _list_quietly(
         return []
 
 
-async def _context(client: KubeClient, namespace: str | None) -> OperatorContext:
+async def _context(client: Reader, namespace: str | None) -> OperatorContext:
     classes, *runtime_lists = await asyncio.gather(
         _list_quietly(client, PRIORITY_CLASSES, None),
         *(_list_quietly(client, r, namespace if r.namespaced else None) for r in _RUNTIMES),
@@ -94,9 +105,7 @@ async def _context(client: KubeClient, namespace: str | None) -> OperatorContext
     return operator_context(classes, runtimes)
 
 
-async def collect_rows(
-    client: KubeClient, namespace: str | None, *, warn: list[str]
-) -> list[JobRow]:
+async def collect_rows(client: Reader, namespace: str | None, *, warn: list[str]) -> list[JobRow]:
     """Every job of every installed kind in ``namespace`` (``None``: all), unordered."""
     ctx = await _context(client, namespace)
 
@@ -114,7 +123,7 @@ async def collect_rows(
     return [row for rows in per_kind for row in rows]
 
 
-async def job_events(client: KubeClient, row: JobRow) -> list[Obj]:
+async def job_events(client: Reader, row: JobRow) -> list[Obj]:
     """The events regarding the job, oldest first."""
     selector = f"regarding.kind={row.kind},regarding.name={row.name}"
     events = await _list_quietly(client, EVENTS, row.namespace, selector)
@@ -122,28 +131,64 @@ async def job_events(client: KubeClient, row: JobRow) -> list[Obj]:
     return [dict(e) for e in sort_events(mine if row.uid else events)]
 
 
-async def queue(client: KubeClient, *, namespace: str | None, now: datetime) -> int:
-    """Print the queue of ``namespace`` (``None``: all namespaces)."""
+async def numbered_rows(
+    client: Reader,
+    namespace: str | None,
+    *,
+    now: datetime,
+    config: SchedulerConfig | None,
+    warn: list[str],
+) -> list[JobRow]:
+    """The jobs of ``namespace`` (``None``: all), every waiting one numbered in the cluster-wide
+    order (:func:`with_positions` over every namespace, since one operator orders them all).
+    When listing every namespace is refused, only the persisted positions are shown: numbers
+    computed from one namespace would skip the other namespaces' jobs."""
+    if namespace is None:
+        return with_positions(await collect_rows(client, None, warn=warn), now=now, config=config)
+    refused: list[str] = []
+    everything = await collect_rows(client, None, warn=refused)
+    if not refused:
+        numbered = with_positions(everything, now=now, config=config)
+        return [r for r in numbered if r.namespace == namespace]
+    warn.append("cannot list every namespace, so waiting jobs past the first 10 are not numbered")
+    return await collect_rows(client, namespace, warn=warn)
+
+
+async def queue(
+    client: Reader,
+    *,
+    namespace: str | None,
+    now: datetime,
+    output: str = "",
+    config: SchedulerConfig | None = None,
+) -> int:
+    """Print the queue of ``namespace`` (``None``: all namespaces) as a table, or as a
+    ``json``/``yaml`` document (``output``)."""
     warn: list[str] = []
-    rows = await collect_rows(client, namespace, warn=warn)
+    rows = await numbered_rows(client, namespace, now=now, config=config, warn=warn)
     for line in warn:
         print(f"warning: {line}", file=sys.stderr)
+    ordered = queue_order(rows)
+    if output:
+        sys.stdout.write(queue_document(ordered, now=now, fmt=output))
+        return 1 if warn and not rows else 0
     if not rows:
         where = "any namespace" if namespace is None else f"namespace {namespace}"
         print(f"No jobs found in {where}.", file=sys.stderr)
         return 1 if warn else 0
-    sys.stdout.write(queue_table(queue_order(rows), now))
+    sys.stdout.write(queue_table(ordered, now))
     return 0
 
 
 async def explain(
-    client: KubeClient,
+    client: Reader,
     *,
     job: str,
     namespace: str,
     now: datetime,
     events: int = 15,
     same_namespace: bool = False,
+    config: SchedulerConfig | None = None,
 ) -> int:
     """Print why ``job`` (``KIND/NAME``) in ``namespace`` is where it is."""
     kind_name, _, name = job.partition("/")
@@ -164,16 +209,23 @@ async def explain(
     row = job_row(kind, obj, await _context(client, namespace))
     ahead: list[JobRow] = []
     scope = "all namespaces"
-    if row.waiting and row.position is not None:
+    if row.waiting:
         warn: list[str] = []
         others = [] if same_namespace else await collect_rows(client, None, warn=warn)
         if same_namespace or warn:
             scope = f"namespace {namespace} only"
             others = await collect_rows(client, namespace, warn=[])
-        mine = row.position
-        ahead = [o for o in queue_order(others) if o.position is not None and o.position < mine]
-    recent = (await job_events(client, row))[-events:] if events > 0 else []
-    sys.stdout.write(explain_text(row, ahead=ahead, events=recent, now=now, ahead_scope=scope))
+        # Numbers computed from one namespace are right only when the operator orders just that
+        # one (--same-namespace says so); after a refusal, show the persisted positions only.
+        numbered = others if warn else with_positions(others, now=now, config=config)
+        me = next((o for o in numbered if o.kind == row.kind and o.ref == row.ref), None)
+        if me is not None and me.position is not None:
+            row = replace(row, position=me.position, computed=me.computed)
+            ahead = [o for o in queue_order(numbered) if o.position and o.position < me.position]
+    found = await job_events(client, row) if events > 0 else []
+    sys.stdout.write(
+        explain_text(row, ahead=ahead, events=found, now=now, ahead_scope=scope, limit=events)
+    )
     return 0
 
 
@@ -189,11 +241,23 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     sub = p.add_subparsers(dest="command", required=True)
+    common.add_argument(
+        "--queueing-strategy",
+        choices=[str(s) for s in Strategy],
+        help="the operator's --queueing-strategy, to number the waiting jobs past the ones the "
+        f"scheduler numbered (default: {SchedulerConfig().strategy})",
+    )
     q = sub.add_parser("queue", parents=[common], help="every job of every kind, in order")
     q.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
+    q.add_argument("-o", "--output", choices=FORMATS, help="print a document, not a table")
     e = sub.add_parser("explain", parents=[common], help="why a job is where it is")
     e.add_argument("job", metavar="KIND/NAME", help="e.g. trainingjob/my-job, mpijob/pi")
-    e.add_argument("--events", type=int, default=15, help="most recent events to show (15)")
+    e.add_argument(
+        "--events",
+        type=int,
+        default=15,
+        help="most recent events to show, of the scheduler's and of the others (15 each)",
+    )
     e.add_argument(
         "--same-namespace",
         action="store_true",
@@ -214,17 +278,16 @@ def _read_configs(paths: Sequence[str]) -> list[Mapping[str, Any]]:
     return configs
 
 
-async def _run(args: argparse.Namespace, kubeconfig: str | None) -> int:
-    try:
-        client = await connect(kubeconfig=kubeconfig, context=args.context)
-    except Exception as exc:  # kubeconfig errors come in many types
-        print(f"error: cannot load the kubeconfig: {exc}", file=sys.stderr)
-        return 1
+async def _run(args: argparse.Namespace, client: Reader) -> int:
     now = RealClock().now()
+    strategy = args.queueing_strategy or SchedulerConfig().strategy
+    config = SchedulerConfig(strategy=Strategy(strategy))
     try:
         if args.command == "queue":
             namespace = None if args.all_namespaces else args.namespace
-            return await queue(client, namespace=namespace, now=now)
+            return await queue(
+                client, namespace=namespace, now=now, output=args.output or "", config=config
+            )
         return await explain(
             client,
             job=args.job,
@@ -232,24 +295,23 @@ async def _run(args: argparse.Namespace, kubeconfig: str | None) -> int:
             now=now,
             events=args.events,
             same_namespace=args.same_namespace,
+            config=config,
         )
     except ApiError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    finally:
-        await client.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``kubectl-lattice``; returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    for option in ("kubeconfig", "context", "namespace"):
+    for option in ("kubeconfig", "context", "namespace", "queueing_strategy"):
         setattr(args, option, getattr(args, option, None))
     if args.command == "queue" and args.all_namespaces and args.namespace:
         parser.error("-n/--namespace and -A/--all-namespaces exclude each other")
     paths = kubeconfig_paths(args.kubeconfig, os.environ, str(Path.home()))
     if not args.namespace:
         args.namespace = context_namespace(_read_configs(paths), args.context)
-    existing = [p for p in paths if Path(p).exists()]
-    return asyncio.run(_run(args, os.pathsep.join(existing) if existing else None))
+    reader = KubectlReader(kubeconfig=args.kubeconfig, context=args.context)
+    return asyncio.run(_run(args, reader))

@@ -6,32 +6,63 @@ Contract:
 - ``queue_table`` columns: POSITION, KIND, NAMESPACE/NAME, PRIORITY, STAGE (``New`` for none
   yet), SIZE/MIN/MAX (``currentSize``/min/max), WAITING (Go-style time since ``queuedTime``, for
   ``Waiting`` jobs only), LAST DECISION (``lastDecision``).
-- ``explain_text``: the job's fields, a one-line verdict from its persisted state
-  (:func:`verdict`), for a ``Waiting`` job with a position the jobs ahead of it (the closest
-  ``MAX_AHEAD``), and its events, newest last.
+- ``queue_document``: the same rows as a ``json`` or ``yaml`` document ``{"items": [...]}``,
+  one mapping per row with camelCase keys (``position``, ``positionComputed``, ``priority``,
+  ``stage``, ``currentSize``, ``minSize``, ``maxSize``, ``queuedTime``, ``waitingSeconds``,
+  ``lastDecision``, ``reason``, ``message``...; ``null`` where the object has no value).
+- ``explain_text``: the scheduler's view first (stage, last decision, reason, position), a
+  one-line verdict from that persisted state (:func:`verdict`), the scheduler's own events
+  (reasons in :data:`SCHEDULER_REASONS`), for a ``Waiting`` job with a position the jobs ahead
+  of it (the closest ``MAX_AHEAD``), the job's other details, then every other event; each list
+  of events is its newest ``limit``, newest last.
 
 Pure: ``now`` is an argument.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import yaml
+
 from lattice.api import Stage, format_time
 from lattice.kubectl.rows import JobRow, parse_when, text
+from lattice.scheduler.core import events as scheduler_events
 from lattice.scheduler.core.events import format_duration
 
 __all__ = [
+    "FORMATS",
     "MAX_AHEAD",
     "NONE",
     "QUEUE_HEADER",
+    "SCHEDULER_REASONS",
     "explain_text",
+    "queue_document",
+    "queue_items",
     "queue_table",
     "sort_events",
     "verdict",
 ]
+
+#: ``-o`` formats of ``queue``.
+FORMATS = ("json", "yaml")
+#: Event reasons the scheduler itself records (the core's event types).
+SCHEDULER_REASONS = frozenset(
+    cls.reason
+    for cls in (
+        scheduler_events.Queued,
+        scheduler_events.Admitted,
+        scheduler_events.Grown,
+        scheduler_events.Shrunk,
+        scheduler_events.Preempted,
+        scheduler_events.Requeued,
+        scheduler_events.CooldownOver,
+        scheduler_events.Suspended,
+    )
+)
 
 NONE = "-"
 #: ``explain`` lists at most this many of the jobs ahead (the closest ones).
@@ -97,6 +128,54 @@ def queue_table(rows: Iterable[JobRow], now: datetime) -> str:
         for r in rows
     ]
     return "\n".join(_table(QUEUE_HEADER, cells)) + "\n"
+
+
+def _when(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def queue_items(rows: Iterable[JobRow], now: datetime) -> list[dict[str, Any]]:
+    """One mapping per row, in the order given (see the module docstring)."""
+    items = []
+    for r in rows:
+        waiting = r.waiting and r.queued_time is not None
+        items.append(
+            {
+                "position": r.position,
+                "positionComputed": r.computed,
+                "kind": r.kind,
+                "namespace": r.namespace,
+                "name": r.name,
+                "priority": r.priority,
+                "stage": r.stage or "New",
+                "currentSize": r.size,
+                "minSize": r.min_size,
+                "maxSize": r.max_size,
+                "queuedTime": _when(r.queued_time),
+                "waitingSeconds": (
+                    max(0, int((now - r.queued_time).total_seconds()))
+                    if waiting and r.queued_time is not None
+                    else None
+                ),
+                "lastDecision": r.last_decision or None,
+                "reason": r.reason or None,
+                "message": r.message or None,
+                "requeueCount": r.requeue_count,
+                "managedBy": r.managed_by or None,
+                "invalid": r.invalid or None,
+            }
+        )
+    return items
+
+
+def queue_document(rows: Iterable[JobRow], *, now: datetime, fmt: str) -> str:
+    """The queue as a ``json`` or ``yaml`` document ``{"items": [...]}``."""
+    doc = {"items": queue_items(rows, now)}
+    if fmt == "json":
+        return json.dumps(doc, indent=2) + "\n"
+    if fmt == "yaml":
+        return str(yaml.safe_dump(doc, sort_keys=False))
+    raise ValueError(f"unknown output format {fmt!r}; known: {', '.join(FORMATS)}")
 
 
 def verdict(r: JobRow, now: datetime) -> str:
@@ -168,6 +247,20 @@ def _event_cells(e: Mapping[str, Any], now: datetime) -> tuple[str, ...]:
     )
 
 
+def _events_block(
+    title: str, events: Sequence[Mapping[str, Any]], now: datetime, limit: int
+) -> list[str]:
+    shown = list(events)[-limit:] if limit > 0 else []
+    more = f", {len(events) - len(shown)} older not shown" if len(events) > len(shown) else ""
+    out = ["", f"{title} ({len(shown)}{more}, newest last):"]
+    cells = [_event_cells(e, now) for e in shown]
+    return out + (_table(_EVENT_HEADER, cells, indent="  ") if cells else ["  <none>"])
+
+
+def _field_lines(fields: Sequence[tuple[str, str]], width: int) -> list[str]:
+    return [f"{(k + ':').ljust(width)}{v}" for k, v in fields]
+
+
 def explain_text(
     r: JobRow,
     *,
@@ -175,6 +268,7 @@ def explain_text(
     events: Sequence[Mapping[str, Any]],
     now: datetime,
     ahead_scope: str = "all namespaces",
+    limit: int = 15,
 ) -> str:
     """The ``explain`` report (see the module docstring)."""
     queued = NONE
@@ -182,20 +276,28 @@ def explain_text(
         queued = format_time(r.queued_time)
         if r.waiting:
             queued += f" (waiting {_since(now, r.queued_time)})"
-    fields = [
-        ("Job", f"{r.kind} {r.ref}"),
+    position = _opt(r.position)
+    if r.computed:
+        position += " (computed by kubectl lattice in the scheduler's order)"
+    decision = [
         ("Stage", r.stage or "New"),
-        ("Position", _opt(r.position)),
+        ("Last decision", r.last_decision or NONE),
+        ("Reason", r.reason or NONE),
+        ("Position", position),
+    ]
+    job = [
         ("Priority", _opt(r.priority)),
         ("Size/Min/Max", _sizes(r)),
         ("Queued", queued),
-        ("Last decision", r.last_decision or NONE),
-        ("Reason", r.reason or NONE),
         ("Message", r.message or NONE),
     ]
-    width = max(len(k) for k, _ in fields) + 2
-    out = [f"{(k + ':').ljust(width)}{v}" for k, v in fields]
+    width = max(len(k) for k, _ in (*decision, *job)) + 2
+    out = [f"Job: {r.kind} {r.ref}", "", "Scheduler:"]
+    out += _field_lines(decision, width)
     out += ["", f"Why: {verdict(r, now)}"]
+    mine = [e for e in events if text(e.get("reason")) in SCHEDULER_REASONS]
+    others = [e for e in events if text(e.get("reason")) not in SCHEDULER_REASONS]
+    out += _events_block("Scheduler events", mine, now, limit)
     if r.waiting and r.position is not None:
         out += ["", f"Ahead of it ({len(ahead)}, {ahead_scope}):"]
         if len(ahead) > MAX_AHEAD:
@@ -205,7 +307,7 @@ def explain_text(
             for a in ahead[-MAX_AHEAD:]
         ]
         out += _table(_AHEAD_HEADER, shown, indent="  ") if shown else ["  <none>"]
-    out += ["", f"Events ({len(events)}, newest last):"]
-    cells = [_event_cells(e, now) for e in events]
-    out += _table(_EVENT_HEADER, cells, indent="  ") if cells else ["  <none>"]
+    out += ["", "Details:"]
+    out += _field_lines(job, width)
+    out += _events_block("Other events", others, now, limit)
     return "\n".join(out) + "\n"

@@ -11,6 +11,12 @@ Contract:
   positions to waiting jobs only, as Kueue does), then the waiting jobs by ``queuePosition``,
   then the rest; ties and each group by priority (desc), ``queuedTime`` (unset last),
   namespace/name, kind.
+- ``with_positions`` completes ``queuePosition``: the scheduler persists it for the first
+  ``SHOWN_POSITIONS`` waiting jobs only; every other waiting candidate (valid, not suspended,
+  queued, not managed elsewhere) gets the next positions in the core's own order
+  (:func:`lattice.scheduler.core.order.order_key`: priority, LAS rank under
+  ``LeastAttainedService``, ``queuedTime`` to the microsecond, incumbency, creation time,
+  namespace/name, kind) and ``computed=True``.
 - ``operator_context`` builds the plugins' :class:`OperatorContext` from listed PriorityClasses
   and runtimes as the operator does; ``context_namespace`` finds a kubeconfig context's namespace.
 
@@ -21,15 +27,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from lattice.api import Stage, constants, parse_time
+from lattice.api.constants import Resource
 from lattice.api.crd import DESCRIPTORS
 from lattice.frameworks.base import InvalidJob, JobPlugin, OperatorContext, managed_elsewhere
 from lattice.frameworks.registry import plugin_for
-from lattice.kube import Resource
+from lattice.scheduler.core.order import (
+    NOT_RUNNING,
+    OrderKey,
+    is_promoted,
+    las_band,
+    las_rank,
+)
+from lattice.scheduler.core.types import SchedulerConfig, Strategy, job_key
 
 __all__ = [
     "JOB_KINDS",
@@ -43,9 +57,11 @@ __all__ = [
     "queue_order",
     "resolve_kind",
     "text",
+    "with_positions",
 ]
 
 FAR_FUTURE = datetime.max.replace(tzinfo=UTC)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +92,7 @@ def _job_kind(res: constants.Resource) -> JobKind:
         plugin: JobPlugin[Any] | None = plugin_for(res.kind)
     except KeyError:
         plugin = None
-    kube_res = Resource(res.group, res.version, res.plural, res.kind)
-    return JobKind(resource=kube_res, aliases=frozenset(names), plugin=plugin)
+    return JobKind(resource=res, aliases=frozenset(names), plugin=plugin)
 
 
 #: Every kind the scheduler orders, in the order rows of equal rank print.
@@ -121,6 +136,12 @@ class JobRow:
     message: str = ""
     invalid: str = ""
     managed_by: str = ""
+    creation_time: datetime | None = None
+    admitted_time: datetime | None = None
+    attained_service: float = 0.0
+    full_units: int = 0
+    suspended: bool = False
+    computed: bool = False
 
     @property
     def ref(self) -> str:
@@ -166,10 +187,16 @@ def job_row(kind: JobKind, obj: Mapping[str, Any], ctx: OperatorContext) -> JobR
     state = state if isinstance(state, Mapping) else {}
     priority = min_size = max_size = None
     invalid = ""
+    suspended = False
+    full_units = 0
     if kind.plugin is not None:
         try:
             demand = kind.plugin.demand(kind.plugin.parse(obj, ctx), ctx)
             priority, min_size, max_size = demand.priority, demand.min_size, demand.max_size
+            full_units = sum(demand.fixed_pods) + demand.replica_units * (
+                max_size - len(demand.fixed_pods)
+            )
+            suspended = demand.suspended
         except InvalidJob as exc:
             invalid = str(exc)
         except Exception as exc:  # a job no plugin can read must not hide the rest of the queue
@@ -193,7 +220,72 @@ def job_row(kind: JobKind, obj: Mapping[str, Any], ctx: OperatorContext) -> JobR
         message=text(state.get("message")),
         invalid=invalid,
         managed_by=_managed_by(obj),
+        creation_time=parse_when(meta.get("creationTimestamp")),
+        admitted_time=parse_when(state.get("admittedTime")),
+        attained_service=_number(state.get("attainedService")),
+        full_units=full_units,
+        suspended=suspended,
     )
+
+
+def _number(value: Any) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok else 0.0
+
+
+def _candidate(r: JobRow) -> bool:
+    """Whether the scheduler gives ``r`` a queue position (core rule 1: a valid, unsuspended
+    job waiting with a queued time)."""
+    return (
+        r.waiting
+        and r.priority is not None
+        and not r.suspended
+        and not r.managed_by
+        and r.queued_time is not None
+    )
+
+
+def _order_key(r: JobRow, *, now: datetime, config: SchedulerConfig) -> OrderKey:
+    """The core's ``order_key`` of a waiting job, from its row."""
+    queued = r.queued_time or FAR_FUTURE
+    rank = 0
+    if config.strategy == Strategy.LEAST_ATTAINED_SERVICE:
+        band = las_band(r.attained_service, config)
+        promoted = is_promoted(
+            band=band,
+            queued_time=queued,
+            attained=r.attained_service,
+            units=r.full_units,
+            now=now,
+            config=config,
+        )
+        rank = las_rank(band, aged=promoted)
+    return (
+        -(r.priority or 0),
+        rank,
+        queued,
+        NOT_RUNNING,
+        r.creation_time or _EPOCH,
+        r.namespace,
+        r.name,
+        job_key(kind=r.kind, namespace=r.namespace, name=r.name),
+    )
+
+
+def with_positions(
+    rows: Iterable[JobRow], *, now: datetime, config: SchedulerConfig | None = None
+) -> list[JobRow]:
+    """``rows`` with a computed ``position`` for every waiting candidate the scheduler did not
+    number (see the module docstring); the others unchanged, in the order given."""
+    cfg = config or SchedulerConfig()
+    out = list(rows)
+    shown = [r.position for r in out if r.position is not None]
+    tail = [i for i, r in enumerate(out) if r.position is None and _candidate(r)]
+    tail.sort(key=lambda i: _order_key(out[i], now=now, config=cfg))
+    start = max(shown, default=0)
+    for offset, i in enumerate(tail, start=1):
+        out[i] = replace(out[i], position=start + offset, computed=True)
+    return out
 
 
 def queue_order(rows: Iterable[JobRow]) -> list[JobRow]:

@@ -38,9 +38,9 @@ __all__ = ["Controller", "Reconciler", "Result", "TerminalError"]
 
 log = structlog.get_logger(__name__)
 
-#: Reconcile ids: a random prefix per process, then a counter. A uuid4 per reconcile read
-#: os.urandom each time, 1.5 % of the operator's samples under py-spy in the scheduler-heavy
-#: bench (~40 reconciles/s); the ids only correlate log lines.
+#: Reconcile ids: a random prefix per process, then a counter (a uuid4 per reconcile reads
+#: os.urandom each time, a measurable cost: docs/performance.md); the ids only correlate log
+#: lines.
 _ID_PREFIX = uuid.uuid4().hex[:6]
 _ID_SEQ = itertools.count(1)
 

@@ -31,8 +31,9 @@ import structlog
 from lattice.clock import Clock
 from lattice.kube import AlreadyExists, ApiError, KubeClient, NotFound
 from lattice.kube.resources import EVENTS
+from lattice.primitives.times import format_micro_time
 
-__all__ = ["EventRecorder", "ObjectRef", "event_body", "micro_time"]
+__all__ = ["EventRecorder", "ObjectRef", "event_body", "format_micro_time"]
 
 log = structlog.get_logger(__name__)
 _MAX_NOTE = 1024  # bytes: NoteLengthLimit, checked with Go's len() on the UTF-8 string
@@ -48,14 +49,6 @@ def _truncate_utf8(text: str, limit: int) -> str:
     if len(raw) <= limit:
         return text
     return raw[:limit].decode("utf-8", "ignore")
-
-
-def micro_time(t: datetime) -> str:
-    """RFC3339 in UTC with exactly six fractional digits, the MicroTime layout the apiserver
-    parses (a naive datetime is taken as UTC)."""
-    if t.tzinfo is not None:
-        t = t.astimezone(UTC)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +87,7 @@ def event_body(
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {"namespace": regarding.namespace},
-        "eventTime": micro_time(at),
+        "eventTime": format_micro_time(at),
         "reportingController": controller,
         "reportingInstance": instance,
         "action": action,
@@ -211,7 +204,12 @@ class EventRecorder:
                 await self._client.patch(
                     EVENTS,
                     name,
-                    {"series": {"count": count + 1, "lastObservedTime": micro_time(item.at)}},
+                    {
+                        "series": {
+                            "count": count + 1,
+                            "lastObservedTime": format_micro_time(item.at),
+                        }
+                    },
                     namespace=namespace,
                 )
             except NotFound:

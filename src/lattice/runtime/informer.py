@@ -372,6 +372,22 @@ class InformerFactory:
     def has_synced(self) -> bool:
         return all(i.has_synced for i in self._informers.values())
 
+    def failing(self, *, longer_than: float) -> list[str]:
+        """One line per scope whose list/watch has been failing for more than ``longer_than``
+        seconds: the informer, the namespace, for how long, and the last error."""
+        now = self._clock.monotonic()
+        out: list[str] = []
+        for informer in self._informers.values():
+            for reflector in informer.reflectors:
+                since = reflector.failing_since
+                if since is not None and now - since > longer_than:
+                    scope = f" in {reflector.namespace}" if reflector.namespace else ""
+                    out.append(
+                        f"{informer.name}{scope}: failing for {now - since:.0f}s: "
+                        f"{reflector.last_error}"
+                    )
+        return out
+
     def _start_one(self, key: tuple[Any, ...], informer: Informer[Any]) -> None:
         self._tasks[key] = asyncio.get_running_loop().create_task(
             informer.run(), name=f"informer:{informer.name}"

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from lattice.primitives.times import parse_time
+
 __all__ = ["Interner", "OwnerRef", "controller_ref", "intern_opt", "shared_time"]
 
 H = TypeVar("H", bound=Hashable)
@@ -59,7 +61,7 @@ def shared_time(value: Any) -> datetime | None:
     if got is None:
         if len(_times) >= _TIMES_LIMIT:
             _times.clear()
-        got = _times[text] = datetime.fromisoformat(text)
+        got = _times[text] = parse_time(text)
     return got
 
 

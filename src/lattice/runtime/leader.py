@@ -24,9 +24,10 @@ from typing import Any
 import structlog
 
 from lattice.clock import Clock
-from lattice.kube import ApiError, Conflict, KubeClient, NotFound
+from lattice.kube import ApiError, Conflict, Forbidden, KubeClient, NotFound
+from lattice.kube.errors import Unauthorized
 from lattice.kube.resources import LEASES
-from lattice.runtime.events import micro_time
+from lattice.primitives.times import format_micro_time
 
 __all__ = ["LeaderElector"]
 
@@ -63,6 +64,7 @@ class LeaderElector:
         self._observed: dict[str, Any] | None = None
         self._observed_at = 0.0
         self._leader = False
+        self._last_error = ""
 
     @property
     def is_leader(self) -> bool:
@@ -86,8 +88,8 @@ class LeaderElector:
         return {
             "holderIdentity": self._identity,
             "leaseDurationSeconds": int(self._lease_duration),
-            "acquireTime": prior_spec.get("acquireTime") if same_holder else micro_time(now),
-            "renewTime": micro_time(now),
+            "acquireTime": prior_spec.get("acquireTime") if same_holder else format_micro_time(now),
+            "renewTime": format_micro_time(now),
             "leaseTransitions": transitions if same_holder or prior is None else transitions + 1,
         }
 
@@ -105,12 +107,12 @@ class LeaderElector:
             }
             try:
                 created = await self._client.create(LEASES, body, namespace=self._namespace)
-            except ApiError:
-                return False
+            except ApiError as exc:
+                return self._refused(exc)
             self._observe(created)
             return True
-        except ApiError:
-            return False
+        except ApiError as exc:
+            return self._refused(exc)
         spec = lease.get("spec") or {}
         if self._observed is None or (self._observed.get("spec") or {}) != spec:
             self._observe(lease)
@@ -124,10 +126,21 @@ class LeaderElector:
             updated = await self._client.replace(
                 LEASES, self._name, body, namespace=self._namespace
             )
-        except (Conflict, ApiError):
+        except Conflict:
             return False
+        except ApiError as exc:
+            return self._refused(exc)
         self._observe(updated)
+        self._last_error = ""
         return True
+
+    def _refused(self, exc: ApiError) -> bool:
+        """Log an API error once per distinct message (a 403 needs a person); returns False."""
+        if exc.message != self._last_error:
+            self._last_error = exc.message
+            level = log.error if isinstance(exc, Forbidden | Unauthorized) else log.warning
+            level("leader.request_failed", lease=self._name, status=exc.status, error=exc.message)
+        return False
 
     def _observe(self, lease: dict[str, Any]) -> None:
         self._observed = lease
@@ -186,7 +199,7 @@ class LeaderElector:
             lease = await self._client.get(LEASES, self._name, namespace=self._namespace)
             spec = lease.get("spec") or {}
             if spec.get("holderIdentity") == self._identity:
-                now = micro_time(self._clock.now())
+                now = format_micro_time(self._clock.now())
                 lease["spec"] = {
                     **spec,
                     "holderIdentity": "",

@@ -1,12 +1,11 @@
 """Slim projections of pods, nodes, Services and job objects for the informer cache.
 
-A raw Pod dict costs ~20 KB of Python heap (performance-anchors §2); these projections keep only
+A raw Pod dict costs tens of KB of Python heap; these projections keep only
 what the reconcilers and the scheduler read, in frozen ``slots`` dataclasses, and share whatever
 repeats: strings go through ``sys.intern`` (namespaces, node names, label keys and values,
 phases, reasons), and small immutable parts (owner references, request tuples, container states,
-timestamps) through bounded intern tables, so the pods of one job share them. Measured with
-``bench/bench_pod_memory.py``: about 0.8 KB per cached pod including the store's key and its
-namespace/owner/node indexes, against ~23 KB for the raw dict.
+timestamps) through bounded intern tables, so the pods of one job share them
+(``bench/bench_pod_memory.py`` measures the cost per cached pod; figures in docs/performance.md).
 
 Contract:
 - Each transform takes the raw object (a dict from the apiserver) and returns a projection, or
@@ -48,6 +47,7 @@ from datetime import datetime
 from typing import Any
 
 from lattice.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from lattice.primitives.keys import namespaced_key, owner_key
 from lattice.runtime.interning import (
     Interner,
     OwnerRef,
@@ -101,11 +101,6 @@ _containers: Interner[ContainerInfo] = Interner()
 _container_sets: Interner[tuple[ContainerInfo, ...]] = Interner()
 _request_sets: Interner[ResourceList] = Interner()
 _usages: Interner[ForeignPodUsage] = Interner()
-
-
-def owner_key(kind: str, namespace: str, name: str) -> str:
-    """The ``owner`` index value of ``kind/namespace/name`` (kind "" = known by label only)."""
-    return f"{kind}/{namespace}/{name}"
 
 
 def _labels(meta: Mapping[str, Any], prefixes: tuple[str, ...]) -> tuple[str, ...]:
@@ -380,7 +375,7 @@ class ObjectInfo:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+        return namespaced_key(self.namespace, self.name)
 
     def label(self, key: str) -> str | None:
         return _label(self.labels_flat, key)

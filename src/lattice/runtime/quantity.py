@@ -4,8 +4,8 @@ Contract:
 - ``resource_units(name, quantity)`` turns a Kubernetes quantity into an ``int``: ``cpu`` in
   millicores, everything else (memory and ephemeral-storage in bytes, ``pods``, extended
   resources such as ``nvidia.com/gpu``) in whole units, rounding up as the scheduler does.
-  Parsing uses ``kubernetes.utils.parse_quantity`` (the sync ``kubernetes`` package, used only
-  for this pure helper) behind a cache, since the same few strings repeat on every pod.
+  It is ``lattice.primitives.quantity.resource_units`` (re-exported here), the one quantity
+  system, which the job plugins use too.
 - ``pod_requests(spec)`` is kube-scheduler's effective request (``component-helpers``
   ``resource.PodRequests``): the sum over containers plus restartable init containers
   (sidecars), raised to the peak of any ordinary init container running beside the sidecars
@@ -16,32 +16,15 @@ Contract:
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
-from decimal import ROUND_CEILING, Decimal
+from collections.abc import Mapping
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity as _untyped_parse_quantity
+from lattice.primitives.quantity import resource_units
 
 __all__ = ["ResourceList", "pod_requests", "resource_list", "resource_units"]
 
 #: ``((resource, units), ...)`` sorted by resource name.
 ResourceList = tuple[tuple[str, int], ...]
-
-_parse_quantity: Callable[[str], Decimal] = _untyped_parse_quantity
-
-
-@functools.lru_cache(maxsize=4096)
-def _units(name: str, quantity: str) -> int:
-    value = _parse_quantity(quantity)
-    if name == "cpu":
-        value *= 1000
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
-
-
-def resource_units(name: str, quantity: object) -> int:
-    """``("cpu", "500m")`` -> 500; ``("memory", "1Gi")`` -> 1073741824; ``("x/gpu", 8)`` -> 8."""
-    return _units(name, str(quantity))
 
 
 def resource_list(raw: Mapping[str, Any] | None) -> dict[str, int]:

@@ -20,8 +20,11 @@ client-go's ``tools/cache/reflector.go``:
     sends the loop back to LIST. It never re-watches at the RV that expired (the kr8s trap). A
     first 410 relists at once; a second one with no watch event in between goes through the
     backoff, so a server that keeps answering 410 cannot spin us.
-    Other failures back off (``Backoff``: 0.8 s doubling to 30 s, jitter 1.0, reset after 2 min
-    without failures), honouring ``Retry-After`` when it is longer. Then:
+    Other failures back off (``Backoff``: 0.5 s doubling to a 5 s cap, each delay drawn from
+    the upper half of its step, reset after 2 min without failures), honouring ``Retry-After``
+    when it is longer. client-go caps at 30 s with a jitter of 1.0, so a watch could wait up
+    to a minute after an outage ended; an operator holds about a dozen watches, so retrying
+    every 2.5-5 s costs an apiserver nothing and recovery takes seconds. Then:
     - transport failures (status 0) and 429 re-watch from the last RV, which is still valid
       (client-go's ``isWatchErrorRetriable``);
     - any other error (500, an ERROR event, a malformed stream) relists from the last RV;
@@ -33,6 +36,13 @@ client-go's ``tools/cache/reflector.go``:
     it reaches the store. Each raw page is released before the next one is requested, and the
     sink keeps only its projections of a page, so a relist holds one raw page at a time, never
     the whole scope (100,000 raw pods are ~4 GiB of Python heap).
+
+Health: ``failing_since`` is the monotonic time of the first failure (of a LIST, of a WATCH
+request, or of an open watch) since the loop last succeeded: a LIST committed, or a WATCH the
+apiserver accepted (``on_open``, before any event, so a quiet resource is healthy as soon as its
+watch is open). A 410 is the protocol, not a failure. ``last_error`` says what failed. A 401 or
+403 is logged as ``reflector.denied`` at error level with the apiserver's message, once per
+distinct message, since it needs a person: the credentials or the RBAC are wrong.
 
 ``force_relist()`` makes the loop behave as if the watch had expired: it stops the current watch
 and relists with ``RV=""``. Tests and operators use it to exercise the relist path on a real
@@ -52,7 +62,7 @@ import structlog
 
 from lattice.clock import Clock
 from lattice.kube.client import KubeClient, WatchEvent
-from lattice.kube.errors import ApiError, Gone, TooManyRequests
+from lattice.kube.errors import ApiError, Forbidden, Gone, TooManyRequests, Unauthorized
 from lattice.kube.resources import Resource
 
 __all__ = [
@@ -131,10 +141,12 @@ class NullInformerMetrics:
 
 
 class Backoff:
-    """client-go's exponential backoff manager, on an injected clock.
+    """An exponential backoff, capped and jittered, on an injected clock.
 
-    ``next()`` returns ``d * (1 + jitter * U[0,1))`` and doubles ``d`` up to ``cap``. If more than
-    ``reset_after`` seconds passed since the previous ``next()``, ``d`` restarts at ``initial``.
+    ``next()`` returns ``d * (1 - jitter * U[0,1))`` and doubles ``d`` up to ``cap``: no delay
+    ever exceeds ``cap``, and reflectors that failed together spread over ``[cap * (1 - jitter),
+    cap]`` instead of retrying in lockstep. If more than ``reset_after`` seconds passed since the
+    previous ``next()``, ``d`` restarts at ``initial`` (client-go's backoff manager).
     """
 
     def __init__(
@@ -142,12 +154,14 @@ class Backoff:
         *,
         clock: Clock,
         rng: random.Random | None = None,
-        initial: float = 0.8,
-        cap: float = 30.0,
+        initial: float = 0.5,
+        cap: float = 5.0,
         factor: float = 2.0,
-        jitter: float = 1.0,
+        jitter: float = 0.5,
         reset_after: float = 120.0,
     ) -> None:
+        if not 0.0 <= jitter < 1.0:
+            raise ValueError("jitter must be in [0, 1)")
         self._clock = clock
         self._rng = rng or random.Random()
         self._initial = initial
@@ -165,7 +179,7 @@ class Backoff:
         self._last = now
         base = self._duration
         self._duration = min(self._duration * self._factor, self._cap)
-        return base * (1.0 + self._jitter * self._rng.random())
+        return base * (1.0 - self._jitter * self._rng.random())
 
 
 class _WatchEnd(Exception):
@@ -213,6 +227,9 @@ class Reflector:
         self._relist_requested = False
         self._watch_task: asyncio.Task[int] | None = None
         self._synced = asyncio.Event()
+        self._failing_since: float | None = None
+        self._last_error = ""
+        self._denied_logged = ""
 
     @property
     def last_sync_resource_version(self) -> str | None:
@@ -226,6 +243,25 @@ class Reflector:
 
     async def wait_synced(self) -> None:
         await self._synced.wait()
+
+    @property
+    def failing_since(self) -> float | None:
+        """Monotonic time of the first failure since the last success; None while healthy."""
+        return self._failing_since
+
+    @property
+    def last_error(self) -> str:
+        """What failed last (empty before any failure)."""
+        return self._last_error
+
+    def _healthy(self) -> None:
+        self._failing_since = None
+        self._denied_logged = ""
+
+    def _failed(self, exc: BaseException) -> None:
+        if self._failing_since is None:
+            self._failing_since = self._clock.monotonic()
+        self._last_error = exc.message if isinstance(exc, ApiError) else repr(exc)
 
     def force_relist(self) -> None:
         """Stop the current watch and relist with ``RV=""``, exactly as after a 410."""
@@ -277,7 +313,19 @@ class Reflector:
             self._rv_unavailable = True
 
     def _after_error(self, phase: str, exc: BaseException, *, relist: bool) -> None:
-        log.warning("reflector.error", informer=self.name, phase=phase, error=repr(exc))
+        self._failed(exc)
+        if isinstance(exc, Forbidden | Unauthorized):
+            if exc.message != self._denied_logged:
+                self._denied_logged = exc.message
+                log.error(
+                    "reflector.denied",
+                    informer=self.name,
+                    namespace=self.namespace,
+                    status=exc.status,
+                    message=exc.message,
+                )
+        else:
+            log.warning("reflector.error", informer=self.name, phase=phase, error=repr(exc))
         if phase == "watch":
             self._metrics.watch_ended(self.name, "error")
         if phase == "list":
@@ -323,6 +371,7 @@ class Reflector:
         self._rv = list_rv
         self._rv_unavailable = False
         self._need_list = False
+        self._healthy()
         if not self._synced.is_set():
             self._synced.set()
         log.debug("reflector.listed", informer=self.name, items=count, rv=list_rv)
@@ -358,6 +407,7 @@ class Reflector:
             timeout_seconds=self._watch_timeout(),
             label_selector=self._label_selector,
             field_selector=self._field_selector,
+            on_open=self._healthy,
         )
         count = 0
         try:

@@ -1,9 +1,12 @@
 """One aiohttp application serving ``/metrics``, ``/healthz`` and ``/readyz``.
 
 It listens on two addresses (metrics, default ``:8080``; probes, default ``:8081``, the ports of
-the seed chart's service values). ``/readyz`` answers 503 until every informer has synced;
-``/healthz`` answers 500 when the event loop has stalled (the watchdog's heartbeat is older than
-``stall_after`` seconds). Every replica serves these, leader or not.
+the seed chart's service values). ``/readyz`` answers 503 while ``unready()`` names any reason
+(the operator's: an informer not synced yet, or a watch failing for longer than
+``--watch-failure-timeout``), one reason a line; ``/healthz`` answers 500 when the event loop has
+stalled (the watchdog's heartbeat is older than ``stall_after`` seconds), and stays 200 through
+an apiserver outage (restarting the process would not bring the apiserver back). Every replica
+serves these, leader or not.
 """
 
 from __future__ import annotations
@@ -31,13 +34,13 @@ class ProbeServer:
         self,
         *,
         registry: CollectorRegistry,
-        ready: Callable[[], bool],
+        unready: Callable[[], list[str]],
         clock: Clock,
         metrics_addr: str,
         probe_addr: str,
         stall_after: float = 30.0,
     ) -> None:
-        self._ready = ready
+        self._unready = unready
         self._clock = clock
         self._stall_after = stall_after
         self._beat = clock.monotonic()
@@ -59,9 +62,10 @@ class ProbeServer:
         )
 
     async def _readyz(self, _: web.Request) -> web.Response:
-        if self._ready():
+        reasons = self._unready()
+        if not reasons:
             return web.Response(text="ok\n")
-        return web.Response(status=503, text="informers not synced\n")
+        return web.Response(status=503, text="".join(f"{r}\n" for r in reasons))
 
     async def _heartbeat(self) -> None:
         while True:

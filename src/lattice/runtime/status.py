@@ -5,7 +5,8 @@
 In merge-patch terms a key whose value is ``null`` and an absent key are the same thing, so they
 compare equal and cost no request.
 ``StatusWriter.write`` sends it with ``metadata.resourceVersion`` for optimistic concurrency, so a
-stale cache yields a 409 ``Conflict`` that the caller turns into a quiet requeue.
+stale cache yields a 409 ``Conflict`` that the caller turns into a quiet requeue; or, for a
+writer that owns every field it changes, with no precondition.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class StatusWriter:
         *,
         namespace: str | None,
         name: str,
-        resource_version: str,
+        resource_version: str | None,
         old: dict[str, Any],
         new: dict[str, Any],
     ) -> dict[str, Any] | None:
@@ -57,10 +58,13 @@ class StatusWriter:
         (then no request is sent).
 
         Raises ``Conflict`` when ``resource_version`` is stale. ``resource_version`` must be the
-        RV ``old`` was read at: custom resources refuse an empty one (422 ``Invalid``).
+        RV ``old`` was read at: custom resources refuse an empty one (422 ``Invalid``). ``None``
+        sends no precondition: for a writer that is the one writer of every field it changes.
         """
         diff = merge_patch(old, new)
         if diff is None:
             return None
-        body = {"metadata": {"resourceVersion": resource_version}, "status": diff}
+        body: dict[str, Any] = {"status": diff}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
         return await self._client.patch(res, name, body, namespace=namespace, subresource="status")

@@ -21,7 +21,9 @@ Contract:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
+
+from lattice.primitives.keys import object_key, split_key
 
 __all__ = ["NAMESPACE_INDEX", "IndexFn", "Store", "object_key", "split_key"]
 
@@ -33,20 +35,6 @@ IndexFn = Callable[[T], Iterable[str]]
 
 #: The built-in index on the key's namespace ("" for cluster-scoped keys).
 NAMESPACE_INDEX = "namespace"
-
-
-def object_key(obj: Mapping[str, Any]) -> str:
-    """The store key of a raw object: ``namespace/name``, or ``name`` if it has no namespace."""
-    meta = obj.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    namespace = meta.get("namespace")
-    return f"{namespace}/{name}" if namespace else name
-
-
-def split_key(key: str) -> tuple[str, str]:
-    """``"ns/name"`` -> ("ns", "name"); ``"name"`` -> ("", "name")."""
-    namespace, _, name = key.rpartition("/")
-    return namespace, name
 
 
 _EMPTY: dict[str, None] = {}

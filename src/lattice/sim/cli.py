@@ -4,6 +4,15 @@ Contract: :func:`add_arguments` registers the flags on a parser; :func:`main` ru
 experiment described by the parsed namespace, prints the table and returns an exit status
 (0 ok, 2 bad input). File I/O here is limited to reading the trace and the speedup CSVs and
 writing the requested JSON/PNG files.
+
+- Checked before the run, so a long run never ends in an error: ``--json``/``--png`` must be
+  writable (the file is opened for appending, and removed again if it did not exist), and the
+  trace must hold at least one job (after ``--limit``).
+- Durations (``--resize-interval``, ``--starvation-limit``, ``--restart-cost``) are seconds or
+  Go durations (:func:`lattice.durations.parse_seconds`).
+- Progress goes to stderr as ``lattice simulate: <policy>: F/N jobs finished (P%), <elapsed>``,
+  at most once every ``PROGRESS_INTERVAL`` seconds and never during the first interval, so
+  short runs print nothing (:class:`Progress`, on an injected monotonic clock).
 """
 
 from __future__ import annotations
@@ -12,25 +21,84 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from lattice.durations import parse_seconds
 from lattice.scheduler.core import SchedulerConfig, Strategy
+from lattice.scheduler.core.events import format_duration
 from lattice.sim.figure import render_png
 from lattice.sim.metrics import format_table
 from lattice.sim.runner import ALL_POLICIES, run_policies
 from lattice.sim.speedup import load_fits
 from lattice.sim.trace import MappingOptions, map_jobs, parse_priority_mix, read_trace
 
-__all__ = ["add_arguments", "main"]
+__all__ = ["PROGRESS_INTERVAL", "Progress", "add_arguments", "check_writable", "main"]
 
 _DEFAULT_SPEEDUP_DIR = "../shared/data/traces/speedup"
+#: Seconds between two progress lines (and before the first).
+PROGRESS_INTERVAL = 5.0
+
+
+def _duration(raw: str) -> float:
+    try:
+        seconds = parse_seconds(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{raw!r} must not be negative")
+    return seconds
+
+
+class Progress:
+    """Throttled progress lines on ``stream`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        stream: TextIO,
+        monotonic: Callable[[], float],
+        interval: float = PROGRESS_INTERVAL,
+    ) -> None:
+        self._stream = stream
+        self._monotonic = monotonic
+        self._interval = interval
+        self._start = monotonic()
+        self._next = self._start + interval
+
+    def __call__(self, policy: str, finished: int, total: int) -> None:
+        now = self._monotonic()
+        if now < self._next:
+            return
+        self._next = now + self._interval
+        share = 100 * finished // total if total else 100
+        elapsed = format_duration(timedelta(seconds=int(now - self._start)))
+        self._stream.write(
+            f"lattice simulate: {policy}: {finished}/{total} jobs finished ({share}%), {elapsed}\n"
+        )
+        self._stream.flush()
+
+
+def check_writable(path: Path) -> None:
+    """Raise ``OSError`` naming ``path`` unless it can be written (created if missing)."""
+    existed = path.exists()
+    try:
+        with path.open("ab"):
+            pass
+    except OSError as exc:
+        raise OSError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if not existed:
+        path.unlink()
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register the ``lattice simulate`` flags on ``p``."""
     p.add_argument("--trace", required=True, type=Path, help="Philly-condensed or generic CSV")
+    p.add_argument(
+        "--cluster", help="only this virtual cluster's rows (a trace with a 'cluster' column)"
+    )
     cap = p.add_mutually_exclusive_group()
     cap.add_argument("--capacity", type=int, help="total units (default 64)")
     cap.add_argument("--nodes", type=int, help="number of nodes (with --gpus-per-node)")
@@ -42,9 +110,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"policy to run; repeatable (default all): {', '.join(ALL_POLICIES)}",
     )
     p.add_argument("--strategy", choices=[s.value for s in Strategy], help="for `lattice`")
-    p.add_argument("--resize-interval", type=float, help="seconds (default: the core's)")
-    p.add_argument("--starvation-limit", type=float, help="seconds (LAS aging limit)")
-    p.add_argument("--restart-cost", type=float, default=30.0, help="seconds per resize (30)")
+    p.add_argument(
+        "--resize-interval", type=_duration, help="seconds or 30s, 5m... (default: the core's)"
+    )
+    p.add_argument(
+        "--slowdown-limit", type=float, help="LAS starvation guard K (default: the core's)"
+    )
+    p.add_argument("--starvation-limit", type=_duration, help=argparse.SUPPRESS)
+    p.add_argument("--rigid-fraction", type=float, default=0.0, help="share of rigid jobs (0)")
+    p.add_argument(
+        "--checkpoint",
+        type=_duration,
+        help="checkpoint interval of each job, seconds or 1h (none)",
+    )
+    p.add_argument(
+        "--restart-cost", type=_duration, default=30.0, help="seconds or 30s... per resize (30)"
+    )
     p.add_argument("--min-fraction", type=float, default=0.5, help="min = ceil(units x F)")
     p.add_argument("--max-factor", type=float, default=2.0, help="max = round(units x F)")
     p.add_argument("--priority-mix", default="0:1", help='e.g. "0:0.8,10:0.2" (default 0:1)')
@@ -69,7 +150,9 @@ def _config(args: argparse.Namespace) -> SchedulerConfig:
     if args.resize_interval is not None:
         changes["resize_interval"] = timedelta(seconds=args.resize_interval)
     if args.starvation_limit is not None:
-        changes["starvation_limit"] = timedelta(seconds=args.starvation_limit)
+        raise ValueError("--starvation-limit was removed: the guard is --slowdown-limit")
+    if args.slowdown_limit is not None:
+        changes["slowdown_limit"] = args.slowdown_limit
     return SchedulerConfig(**{**_fields(config), **changes}) if changes else config
 
 
@@ -83,9 +166,12 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
     """Run ``lattice simulate`` for parsed ``args``."""
     try:
+        for out in (args.json, args.png):
+            if out is not None:
+                check_writable(out)
         capacity = args.capacity or (args.nodes or 8) * args.gpus_per_node
         if args.capacity is None and args.nodes is None:
             capacity = 64
@@ -98,8 +184,17 @@ def main(args: argparse.Namespace) -> int:
             seed=args.seed,
             speedup=args.speedup,
             limit=args.limit,
+            rigid_fraction=args.rigid_fraction,
+            checkpoint=args.checkpoint,
         )
-        jobs = map_jobs(read_trace(args.trace), options, capacity=capacity, fits=fits)
+        if args.trace.is_file() and args.trace.stat().st_size == 0:
+            raise ValueError(f"{args.trace}: the trace is empty")
+        trace = read_trace(args.trace, cluster=args.cluster)
+        if not trace:
+            raise ValueError(f"{args.trace}: the trace has no jobs (a header and no rows)")
+        jobs = map_jobs(trace, options, capacity=capacity, fits=fits)
+        if not jobs:
+            raise ValueError(f"{args.trace}: no jobs left to simulate (--limit {args.limit})")
         config = _config(args)
         runs = run_policies(
             jobs,
@@ -109,6 +204,7 @@ def main(args: argparse.Namespace) -> int:
             restart_cost=args.restart_cost,
             config=config,
             timeline=args.png is not None,
+            progress=progress,
         )
     except (OSError, ValueError, KeyError) as exc:
         print(f"lattice simulate: {exc}", file=sys.stderr)
@@ -136,6 +232,8 @@ def main(args: argparse.Namespace) -> int:
                                 "finish": j.finish,
                                 "resizes": j.resizes,
                                 "priority": j.priority,
+                                "preemptions": j.preemptions,
+                                "lost_unit_seconds": j.lost,
                             }
                             for j in r.result.jobs
                         ]

@@ -3,8 +3,8 @@
 Contract:
 - Events are arrivals, completions and allocator wakeups; after any of them that changes the
   set of jobs (or once a wakeup is due) the :class:`Allocator` decides every active job's
-  size. Nothing else moves the clock, so a run costs O(events x active jobs) plus the
-  allocator's passes.
+  size. Nothing else moves the clock; the loop itself touches only running jobs per event,
+  so a run costs O(events x running jobs) plus the allocator's passes.
 - Work conservation: a job must do ``SimJob.work`` (= duration x speedup(requested size)) and
   does ``speedup(size)`` per second while it holds ``size > 0`` and is not restarting.
 - Restarts: any size change of a job that has already run (a resize, or a resume after a
@@ -13,14 +13,21 @@ Contract:
   change counts as one resize of the job.
 - Utilisation integrates held units over time: overall (from the first submission to the
   last completion) and *while queued* (over the time at least one arrived job holds nothing).
+- Preemption (a running job stopped, size to 0) costs a non-elastic (rigid, ``min_size ==
+  max_size``) job the work since its last checkpoint: it checkpoints every ``SimJob.checkpoint``
+  seconds of run time, and without an interval a stop loses everything it did. The lost time
+  times its size is ``JobResult.lost`` (unit-seconds). An elastic job keeps its progress and
+  pays only the restart cost when it resumes. ``JobResult.preemptions`` counts the stops.
 - A job still unfinished when no event is left (it can never fit) is reported with
   ``finish=None``. Deterministic: the same inputs give the same result.
+- ``progress``, if given, is called with (finished, total) after each event that finishes
+  jobs; it must not change anything the run reads.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,7 +46,9 @@ class Allocator(Protocol):
     def finish(self, job: SimJob, now: float) -> None: ...
 
     def allocate(self, now: float, sizes: Mapping[str, int]) -> tuple[dict[str, int], float | None]:
-        """New size of each active job (missing: 0), and the next wakeup (``None``: none)."""
+        """New size of each active job (missing: 0), and the next wakeup (``None``: none).
+
+        ``sizes`` holds the running jobs' current sizes (a job missing from it holds 0)."""
         ...
 
 
@@ -54,6 +63,8 @@ class JobResult:
     finish: float | None
     resizes: int
     alone: float
+    preemptions: int = 0
+    lost: float = 0.0
 
     @property
     def jct(self) -> float | None:
@@ -75,7 +86,18 @@ class SimResult:
 
 
 class _Run:
-    __slots__ = ("first_start", "job", "remaining", "resizes", "restart_until", "size")
+    __slots__ = (
+        "ckpt_remaining",
+        "first_start",
+        "job",
+        "lost",
+        "remaining",
+        "resizes",
+        "restart_until",
+        "run_since_ckpt",
+        "size",
+        "stops",
+    )
 
     def __init__(self, job: SimJob) -> None:
         self.job = job
@@ -84,12 +106,59 @@ class _Run:
         self.restart_until = -math.inf
         self.first_start: float | None = None
         self.resizes = 0
+        self.stops = 0
+        self.lost = 0.0
+        # Rigid jobs: the work left at the last checkpoint, and the run time since then.
+        self.ckpt_remaining = job.work
+        self.run_since_ckpt = 0.0
 
     def finish_at(self, now: float) -> float:
         rate = self.job.model.speedup(self.size)
         if rate <= 0:
             return math.inf
         return max(now, self.restart_until) + self.remaining / rate
+
+    def advance(self, t: float, nxt: float) -> None:
+        """Work from ``t`` to ``nxt`` at the current size (none while restarting)."""
+        eff = min(nxt - max(t, self.restart_until), nxt - t)
+        if eff <= 0:
+            return
+        rate = self.job.model.speedup(self.size)
+        self.remaining -= rate * eff
+        interval = self.job.checkpoint
+        if interval is not None and self.job.rigid:
+            self.run_since_ckpt += eff
+            done = math.floor(self.run_since_ckpt / interval)
+            if done:
+                self.ckpt_remaining -= rate * interval * done
+                self.run_since_ckpt -= interval * done
+
+    def stop(self) -> None:
+        """A preemption: a rigid job falls back to its last checkpoint (the start without
+        one); an elastic one keeps its progress (it pays the restart cost when it resumes)."""
+        self.stops += 1
+        if not self.job.rigid:
+            return
+        lost = max(0.0, self.ckpt_remaining - self.remaining)
+        rate = self.job.model.speedup(self.size)
+        if rate > 0:
+            self.lost += lost / rate * self.size
+        self.remaining = self.ckpt_remaining
+        self.run_since_ckpt = 0.0
+
+    def result(self, finish: float | None) -> JobResult:
+        j = self.job
+        return JobResult(
+            id=j.id,
+            priority=j.priority,
+            submit=j.submit,
+            start=self.first_start,
+            finish=finish,
+            resizes=self.resizes,
+            alone=j.alone(),
+            preemptions=self.stops,
+            lost=self.lost,
+        )
 
 
 def simulate(
@@ -100,55 +169,45 @@ def simulate(
     capacity: int,
     restart_cost: float = 30.0,
     timeline: bool = True,
+    progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Run ``jobs`` (any order) through ``allocator``; see the module docstring."""
     pending = sorted(jobs, key=lambda j: j.submit)
     active: dict[str, _Run] = {}
+    running: dict[str, _Run] = {}
     results: dict[str, JobResult] = {}
     points: list[tuple[float, int, int]] = []
     t = pending[0].submit if pending else 0.0
-    i, passes = 0, 0
+    i, passes, used = 0, 0, 0
     wake: float | None = None
     busy = queued_s = queued_busy = 0.0
     while i < len(pending) or active:
         nxt = pending[i].submit if i < len(pending) else math.inf
-        for r in active.values():
-            if r.size:
-                nxt = min(nxt, r.finish_at(t))
+        for r in running.values():
+            nxt = min(nxt, r.finish_at(t))
         if wake is not None:
             nxt = min(nxt, max(wake, t))
         if nxt == math.inf:
             break
         dt = nxt - t
         if dt > 0:
-            used, queued = 0, False
-            for r in active.values():
-                if r.size:
-                    used += r.size
-                    eff = nxt - max(t, r.restart_until)
-                    if eff > 0:
-                        r.remaining -= r.job.model.speedup(r.size) * min(eff, dt)
-                else:
-                    queued = True
+            for r in running.values():
+                r.advance(t, nxt)
             busy += used * dt
-            if queued:
+            if len(active) > len(running):
                 queued_s += dt
                 queued_busy += used * dt
         t = nxt
         dirty = False
-        for key in [k for k, r in active.items() if r.size and r.finish_at(t) <= t + _EPS]:
+        for key in [k for k, r in running.items() if r.finish_at(t) <= t + _EPS]:
             r = active.pop(key)
-            results[key] = JobResult(
-                id=key,
-                priority=r.job.priority,
-                submit=r.job.submit,
-                start=r.first_start,
-                finish=t,
-                resizes=r.resizes,
-                alone=r.job.alone(),
-            )
+            del running[key]
+            used -= r.size
+            results[key] = r.result(t)
             allocator.finish(r.job, t)
             dirty = True
+        if dirty and progress is not None:
+            progress(len(results), len(pending))
         while i < len(pending) and pending[i].submit <= t:
             job = pending[i]
             active[job.id] = _Run(job)
@@ -157,11 +216,12 @@ def simulate(
             dirty = True
         if not dirty and (wake is None or wake > t + _EPS):
             continue
-        sizes, wake = allocator.allocate(t, {k: r.size for k, r in active.items()})
+        sizes, wake = allocator.allocate(t, {k: r.size for k, r in running.items()})
         passes += 1
         if wake is not None and wake <= t + _EPS:
             wake = t + 1.0  # a wakeup that is already due would spin; retry a second later
-        for key, r in active.items():
+        for key in {*running, *sizes}:
+            r = active[key]
             new = sizes.get(key, 0)
             if new == r.size:
                 continue
@@ -170,20 +230,17 @@ def simulate(
             elif new:
                 r.resizes += 1
                 r.restart_until = t + restart_cost
+            if not new:
+                r.stop()
+                del running[key]
+            else:
+                running[key] = r
+            used += new - r.size
             r.size = new
         if timeline:
-            used = sum(r.size for r in active.values())
-            points.append((t, used, sum(1 for r in active.values() if not r.size)))
+            points.append((t, used, len(active) - len(running)))
     for key, r in active.items():
-        results[key] = JobResult(
-            id=key,
-            priority=r.job.priority,
-            submit=r.job.submit,
-            start=r.first_start,
-            finish=None,
-            resizes=r.resizes,
-            alone=r.job.alone(),
-        )
+        results[key] = r.result(None)
     return SimResult(
         policy=policy,
         capacity=capacity,

@@ -10,6 +10,8 @@ Contract (all times in seconds, over finished jobs; ``unfinished`` counts the ot
 - ``resizes_per_job``: restarts (resizes and resumes, each costing the restart time) per job.
 - ``top_class_slowdown``: for the highest priority in the trace, mean of JCT / JCT alone
   (alone = at max size from submission, no restarts).
+- ``preemptions``: running jobs stopped (size to 0), in total; ``lost_unit_hours``: the work
+  rigid jobs lost to those stops (run time since their last checkpoint x their size).
 - :func:`no_queueing` is the lower bound on average JCT: every job alone at its max size.
 """
 
@@ -45,6 +47,8 @@ class Metrics:
     resizes_per_job: float
     top_class_slowdown: float
     passes: int
+    preemptions: int = 0
+    lost_unit_hours: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +100,8 @@ def _summarise(
         resizes_per_job=_mean([float(j.resizes) for j in jobs]),
         top_class_slowdown=_mean(slow),
         passes=passes,
+        preemptions=sum(j.preemptions for j in jobs),
+        lost_unit_hours=sum(j.lost for j in jobs) / 3600,
     )
 
 
@@ -144,7 +150,8 @@ def format_table(rows: Sequence[Metrics], *, baseline: str = "fifo-backfill") ->
     base = next((m for m in rows if m.policy == baseline), None)
     head = (
         f"{'policy':<30} {'avgJCT':>7} {'x':>5} {'p50':>7} {'p95':>7} {'p99':>7} {'x':>5} "
-        f"{'mkspan':>8} {'util':>6} {'utilQ':>6} {'delay':>6} {'rsz/j':>6} {'top':>5}"
+        f"{'mkspan':>8} {'util':>6} {'utilQ':>6} {'delay':>6} {'rsz/j':>6} {'top':>5} "
+        f"{'stops':>6} {'lost':>7}"
     )
     lines = [head, "-" * len(head)]
     for m in rows:
@@ -154,7 +161,11 @@ def format_table(rows: Sequence[Metrics], *, baseline: str = "fifo-backfill") ->
             f"{m.policy:<30} {_h(m.avg_jct):>7} {ra:>5} {_h(m.p50_jct):>7} {_h(m.p95_jct):>7} "
             f"{_h(m.p99_jct):>7} {r99:>5} {_h(m.makespan):>8} {_p(m.utilisation):>6} "
             f"{_p(m.queued_utilisation):>6} {_h(m.avg_queue_delay):>6} "
-            f"{m.resizes_per_job:>6.2f} {m.top_class_slowdown:>5.2f}"
+            f"{m.resizes_per_job:>6.2f} {m.top_class_slowdown:>5.2f} "
+            f"{m.preemptions:>6} {m.lost_unit_hours:>7.1f}"
         )
-    lines.append("(hours; x = ratio to the baseline; utilQ = utilisation while jobs are queued)")
+    lines.append(
+        "(hours; x = ratio to the baseline; utilQ = utilisation while jobs are queued; "
+        "stops = running jobs preempted; lost = unit-hours of work lost to them)"
+    )
     return "\n".join(lines)

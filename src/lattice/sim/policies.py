@@ -5,7 +5,12 @@ Contract:
   :class:`~lattice.scheduler.core.Snapshot` of the active jobs (one ``TrainingJob`` each, unit
   replicas) on ``nodes`` of the given sizes, calls :func:`~lattice.scheduler.core.schedule`,
   plays the plan back with :func:`~lattice.scheduler.core.apply_decision` and returns the
-  ``Running`` sizes and ``plan.next_wakeup``. Pods always start in the simulator, so the
+  ``Running`` sizes and ``plan.next_wakeup``. A job with a checkpoint interval opts in to
+  preemption within its priority (``preemptible_within_priority``); ``preempt_rigid=True`` opts
+  every job in (``lattice-preempt-rigid``). Only decisions that change more than the service
+  accounting are played back (as the operator's loop throttles accounting writes; service
+  accrues from the last written ``service_updated_at`` all the same), and the running sizes
+  are kept as they change. Pods always start in the simulator, so the
   pending timeout and its cooldown never trigger; every other knob of
   :class:`~lattice.scheduler.core.SchedulerConfig` applies as in the operator.
 - :class:`FifoAllocator`: no elasticity, no preemption; jobs at their requested size in
@@ -110,13 +115,20 @@ class LatticeAllocator:
     """``lattice``: the operator's ``schedule()`` core on a simulated clock."""
 
     def __init__(
-        self, nodes: Sequence[NodeView], config: SchedulerConfig, *, epoch: datetime = EPOCH
+        self,
+        nodes: Sequence[NodeView],
+        config: SchedulerConfig,
+        *,
+        epoch: datetime = EPOCH,
+        preempt_rigid: bool = False,
     ) -> None:
         self._nodes = tuple(nodes)
         self._config = config
         self._epoch = epoch
+        self._preempt_rigid = preempt_rigid
         self._views: dict[str, JobView] = {}
         self._ids: dict[str, str] = {}
+        self._running: dict[str, int] = {}
 
     def _key(self, job: SimJob) -> str:
         return f"TrainingJob/sim/{job.id}"
@@ -133,12 +145,14 @@ class LatticeAllocator:
             priority=job.priority,
             min_size=job.min_size,
             max_size=job.max_size,
+            preemptible_within_priority=self._preempt_rigid or job.checkpoint is not None,
         )
 
     def finish(self, job: SimJob, now: float) -> None:
         key = self._key(job)
         del self._views[key]
         del self._ids[key]
+        self._running.pop(job.id, None)
 
     def allocate(self, now: float, sizes: Mapping[str, int]) -> tuple[dict[str, int], float | None]:
         at = self._epoch + timedelta(seconds=now)
@@ -146,13 +160,14 @@ class LatticeAllocator:
             nodes=self._nodes, jobs=tuple(self._views.values()), config=self._config
         )
         plan = schedule(snapshot, at)
-        views = self._views
-        for key in plan.changed_keys():
-            views[key] = apply_decision(views[key], plan.decisions[key])
-        out = {
-            self._ids[key]: v.current_size
-            for key, v in views.items()
-            if v.stage == Stage.RUNNING and v.current_size
-        }
+        views, running = self._views, self._running
+        # Accounting-only changes are not played back, as the operator's loop throttles them:
+        # a job's service accrues from its last written ``service_updated_at`` all the same.
+        for key in plan.changed_keys(include_accounting=False):
+            view = views[key] = apply_decision(views[key], plan.decisions[key])
+            if view.stage == Stage.RUNNING and view.current_size:
+                running[self._ids[key]] = view.current_size
+            else:
+                running.pop(self._ids[key], None)
         wake = plan.next_wakeup
-        return out, None if wake is None else (wake - self._epoch).total_seconds()
+        return dict(running), None if wake is None else (wake - self._epoch).total_seconds()

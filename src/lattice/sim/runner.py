@@ -4,17 +4,20 @@ Contract:
 - Policy names: ``lattice`` (the core with ``config`` as given, i.e. its default strategy
   unless overridden), ``lattice:<Strategy>`` (the same config with that queueing strategy),
   ``fifo-backfill`` (the baseline), ``fifo-strict``, ``lattice-original`` and
-  ``no-queueing``; ``all`` expands to :data:`ALL_POLICIES`.
+  ``no-queueing``; ``all`` expands to :data:`ALL_POLICIES`. :data:`PREEMPT_RIGID` is the core
+  with every rigid job opted in to preemption within its priority.
 - :func:`run_policies` returns one :class:`PolicyRun` per name, in the order given, every
   policy seeing the same :class:`~lattice.sim.trace.SimJob` list. Pure and deterministic;
-  ``wall_seconds`` is the only measured (non-deterministic) value.
+  ``wall_seconds`` is the only measured (non-deterministic) value. ``progress`` (optional)
+  hears (policy label, finished jobs, total jobs) as each simulation advances.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 
 from lattice.scheduler.core import SchedulerConfig, Strategy
 from lattice.sim.engine import Allocator, SimResult, simulate
@@ -22,7 +25,11 @@ from lattice.sim.metrics import Metrics, measure, no_queueing
 from lattice.sim.policies import FifoAllocator, GreedyAllocator, LatticeAllocator, make_nodes
 from lattice.sim.trace import SimJob
 
-__all__ = ["ALL_POLICIES", "PolicyRun", "expand_policies", "run_policies"]
+__all__ = ["ALL_POLICIES", "PREEMPT_RIGID", "PolicyRun", "expand_policies", "run_policies"]
+
+#: ``lattice`` with every rigid job opted in to preemption within its priority (the rule before
+#: protection): run it next to ``lattice`` to see what protection costs and saves.
+PREEMPT_RIGID = "lattice-preempt-rigid"
 
 ALL_POLICIES: tuple[str, ...] = (
     "lattice",
@@ -57,7 +64,7 @@ def expand_policies(names: Sequence[str]) -> list[str]:
 def _check(name: str) -> None:
     if name.startswith("lattice:"):
         Strategy(name.partition(":")[2])
-    elif name not in ALL_POLICIES:
+    elif name not in (*ALL_POLICIES, PREEMPT_RIGID):
         raise ValueError(f"unknown policy {name!r} (known: {', '.join(ALL_POLICIES)})")
 
 
@@ -72,7 +79,8 @@ def _allocator(
         return GreedyAllocator(capacity)
     if name.startswith("lattice:"):
         config = replace(config, strategy=Strategy(name.partition(":")[2]))
-    return LatticeAllocator(make_nodes(capacity, units_per_node), config)
+    nodes = make_nodes(capacity, units_per_node)
+    return LatticeAllocator(nodes, config, preempt_rigid=name == PREEMPT_RIGID)
 
 
 def run_policies(
@@ -84,6 +92,7 @@ def run_policies(
     restart_cost: float = 30.0,
     config: SchedulerConfig | None = None,
     timeline: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> list[PolicyRun]:
     """Simulate every policy in ``policies`` on ``jobs`` (see the module docstring)."""
     config = config or SchedulerConfig()
@@ -112,6 +121,7 @@ def run_policies(
             capacity=capacity,
             restart_cost=restart_cost,
             timeline=timeline,
+            progress=None if progress is None else partial(progress, label),
         )
         runs.append(
             PolicyRun(

@@ -6,14 +6,18 @@ Contract:
     ``timestamp`` as ``YYYY-MM-DD HH:MM:SS`` (UTC) or seconds;
   - *generic CSV*: ``submit`` (seconds, or an ISO-8601 time), ``duration`` (seconds at the
     requested size), ``units`` (requested units), and optional ``id``, ``priority``, ``min``,
-    ``max`` and ``speedup`` (a model spec, see :func:`lattice.sim.speedup.parse_speedup`).
+    ``max``, ``speedup`` (a model spec, see :func:`lattice.sim.speedup.parse_speedup`) and
+    ``checkpoint`` (seconds between checkpoints).
   Rows come back sorted by submit time (stable), with submit times relative to the first one.
 - :func:`map_jobs` turns :class:`TraceJob` rows into :class:`SimJob` values under
   :class:`MappingOptions`: ``min = max(1, ceil(units * min_fraction))``, ``max =
   max(units, round(units * max_factor))``, both capped at ``capacity`` (values given in the
   trace win over the fractions); a deterministic priority mix (seeded); and time compression
   (submit times divided by ``compress``; durations unchanged). Speedup ``mix`` draws one fitted
-  all-reduce application per job (seeded). Pure except the file read.
+  all-reduce application per job (seeded). ``rigid_fraction`` makes that share of the jobs
+  (a seeded draw of its own) rigid at their requested size (min = max = units), and
+  ``checkpoint`` is every job's checkpoint interval in seconds (``None``: none; a trace's
+  optional ``checkpoint`` column wins). Pure except the file read.
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
+from lattice.primitives.times import parse_time
 from lattice.sim.speedup import AllReduce, SpeedupModel, parse_speedup
 
 __all__ = ["MappingOptions", "SimJob", "TraceJob", "map_jobs", "parse_priority_mix", "read_trace"]
@@ -43,6 +47,7 @@ class TraceJob:
     min_size: int | None = None
     max_size: int | None = None
     speedup: str | None = None
+    checkpoint: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +62,12 @@ class SimJob:
     max_size: int
     priority: int
     model: SpeedupModel
+    checkpoint: float | None = None
+
+    @property
+    def rigid(self) -> bool:
+        """Non-elastic: it runs at one size and restarts from its last checkpoint when stopped."""
+        return self.min_size == self.max_size
 
     @property
     def work(self) -> float:
@@ -79,6 +90,8 @@ class MappingOptions:
     seed: int = 0
     speedup: str = "linear"
     limit: int | None = None
+    rigid_fraction: float = 0.0
+    checkpoint: float | None = None
 
 
 def _time(value: str) -> float:
@@ -86,10 +99,7 @@ def _time(value: str) -> float:
     try:
         return float(value)
     except ValueError:
-        parsed = datetime.fromisoformat(value)
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        return parsed.timestamp()
+        return parse_time(value).timestamp()
 
 
 def _opt_int(row: Mapping[str, str | None], name: str) -> int | None:
@@ -97,8 +107,17 @@ def _opt_int(row: Mapping[str, str | None], name: str) -> int | None:
     return int(float(raw)) if raw not in (None, "") else None
 
 
-def read_trace(path: Path) -> list[TraceJob]:
-    """Read a Philly-condensed or generic CSV trace (see the module docstring)."""
+def _opt_float(row: Mapping[str, str | None], name: str) -> float | None:
+    raw = row.get(name)
+    return float(raw) if raw not in (None, "") else None
+
+
+def read_trace(path: Path, *, cluster: str | None = None) -> list[TraceJob]:
+    """Read a Philly-condensed or generic CSV trace (see the module docstring).
+
+    ``cluster`` keeps only the rows whose ``cluster`` column equals it (the Pollux artifact's
+    ``philly.csv`` holds every virtual cluster in one file); job ids count the kept rows.
+    """
     with path.open(newline="") as f:
         reader = csv.DictReader(f)
         fields = set(reader.fieldnames or ())
@@ -108,8 +127,11 @@ def read_trace(path: Path) -> list[TraceJob]:
                 f"{path}: need columns timestamp,duration,num_gpus (Philly) or "
                 "submit,duration,units (generic)"
             )
+        if cluster is not None and "cluster" not in fields:
+            raise ValueError(f"{path}: --cluster {cluster} needs a 'cluster' column")
         rows: list[TraceJob] = []
-        for i, r in enumerate(reader):
+        kept = (r for r in reader if cluster is None or r["cluster"].strip() == cluster)
+        for i, r in enumerate(kept):
             if philly:
                 job = TraceJob(
                     id=f"job-{i:05d}",
@@ -127,9 +149,10 @@ def read_trace(path: Path) -> list[TraceJob]:
                     min_size=_opt_int(r, "min"),
                     max_size=_opt_int(r, "max"),
                     speedup=(r.get("speedup") or "").strip() or None,
+                    checkpoint=_opt_float(r, "checkpoint"),
                 )
             if job.duration < 0 or job.units < 1:
-                raise ValueError(f"{path}: row {i + 2}: need duration >= 0 and units >= 1")
+                raise ValueError(f"{path}: job {job.id}: need duration >= 0 and units >= 1")
             rows.append(job)
     rows.sort(key=lambda j: j.submit)
     if not rows:
@@ -145,6 +168,7 @@ def read_trace(path: Path) -> list[TraceJob]:
             min_size=j.min_size,
             max_size=j.max_size,
             speedup=j.speedup,
+            checkpoint=j.checkpoint,
         )
         for j in rows
     ]
@@ -171,7 +195,12 @@ def map_jobs(
     """Map trace rows to :class:`SimJob` values (see the module docstring)."""
     if options.compress <= 0:
         raise ValueError("compress must be > 0")
+    if not 0 <= options.rigid_fraction <= 1:
+        raise ValueError("rigid fraction must be between 0 and 1")
+    if options.checkpoint is not None and options.checkpoint <= 0:
+        raise ValueError("checkpoint interval must be > 0")
     rng = random.Random(options.seed)
+    rigid_rng = random.Random(options.seed + 1)  # its own stream: the other draws stay put
     prios = [p for p, _ in options.priority_mix]
     weights = [w for _, w in options.priority_mix]
     apps = sorted(fits or {}) if options.speedup == "mix" else []
@@ -186,6 +215,8 @@ def map_jobs(
         lo = row.min_size or max(1, math.ceil(units * options.min_fraction))
         hi = row.max_size or max(units, round(units * options.max_factor))
         lo, hi = min(lo, units, capacity), min(max(hi, units), capacity)
+        if options.rigid_fraction and rigid_rng.random() < options.rigid_fraction:
+            lo = hi = units
         drawn = rng.choices(prios, weights)[0]
         model = default_model
         if apps and fits is not None:
@@ -204,6 +235,7 @@ def map_jobs(
                 max_size=hi,
                 priority=row.priority if row.priority is not None else drawn,
                 model=model,
+                checkpoint=row.checkpoint if row.checkpoint is not None else options.checkpoint,
             )
         )
     return jobs

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RuleSite", "apply_defaults", "crd_schema", "iter_rules", "schema_errors"]
+import yaml
+
+__all__ = ["RuleSite", "apply_defaults", "crd_schema", "iter_rules", "load_yaml", "schema_errors"]
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` through libyaml when available (the CRDs are large)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def crd_schema(crd: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +76,14 @@ def schema_errors(value: Any, schema: dict[str, Any], *, path: str = "") -> list
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, int | str) and not isinstance(value, bool)):
             return [f"{path}: Invalid value: {shown}: {path} in body must be of type int-or-string"]
+        if (
+            "pattern" in schema
+            and isinstance(value, str)
+            and not re.search(schema["pattern"], value)
+        ):
+            return [
+                f"{path}: Invalid value: {shown}: {path} in body should match '{schema['pattern']}'"
+            ]
         return []
     kind = schema.get("type")
     if kind is not None and not _is_type(value, kind):
@@ -101,8 +117,20 @@ def schema_errors(value: Any, schema: dict[str, Any], *, path: str = "") -> list
         errors.append(
             f"{path}: Too many: {len(value)}: must have at most {schema['maxProperties']} items"
         )
+    if "pattern" in schema and isinstance(value, str) and not re.search(schema["pattern"], value):
+        errors.append(
+            f"{path}: Invalid value: {shown}: {path} in body should match '{schema['pattern']}'"
+        )
     if isinstance(value, dict):
         errors.extend(_object_errors(value, schema, path=path))
+    if isinstance(value, list) and schema.get("x-kubernetes-list-type") == "map":
+        keys = schema.get("x-kubernetes-list-map-keys", [])
+        seen: set[str] = set()
+        for index, item in enumerate(value):
+            key = json.dumps({k: item.get(k) for k in keys} if isinstance(item, dict) else item)
+            if key in seen:
+                errors.append(f"{path}[{index}]: Duplicate value: {key}")
+            seen.add(key)
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             errors.extend(schema_errors(item, schema["items"], path=f"{path}.{index}"))

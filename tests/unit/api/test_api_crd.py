@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from lattice.api import crd as crd_module
 from lattice.api.crd import DESCRIPTORS, main, render_crds, render_manifests, stale_files
 
 REPO = Path(__file__).resolve().parents[3]
@@ -24,7 +27,18 @@ FILES = [
 
 def _crd(kind: str) -> dict[str, Any]:
     descriptor = next(d for d in DESCRIPTORS if d.resource.kind == kind)
-    crd: dict[str, Any] = yaml.safe_load(render_crds()[descriptor.file_name])
+    return _load(descriptor.file_name)
+
+
+@functools.cache
+def _parsed(name: str) -> str:
+    return json.dumps(
+        yaml.load(render_crds()[name], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    )
+
+
+def _load(name: str) -> dict[str, Any]:
+    crd: dict[str, Any] = json.loads(_parsed(name))
     return crd
 
 
@@ -40,6 +54,7 @@ def test_committed_file_is_current(name: str) -> None:
 
 
 def test_rendering_is_deterministic() -> None:
+    assert crd_module._render() == render_crds()
     assert render_manifests() == render_manifests()
 
 
@@ -147,3 +162,11 @@ def test_output_is_an_alias_of_output_dir(tmp_path: Path) -> None:
 
 def test_check_against_the_committed_directory_passes() -> None:
     assert stale_files(CRD_DIR) == []
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_crd_fits_client_side_apply_and_etcd(name: str) -> None:
+    """kubectl's client-side apply stores the object as JSON in an annotation, and the apiserver
+    caps all annotations at 256 KiB; etcd caps an object at 1.5 MiB. Keep headroom for both."""
+    compact = json.dumps(_load(name), separators=(",", ":"))
+    assert len(compact) < 200_000, f"{name}: {len(compact)} bytes as JSON"

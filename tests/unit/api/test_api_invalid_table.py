@@ -11,7 +11,6 @@ import re
 from typing import Any
 
 import pytest
-import yaml
 
 from lattice.api import (
     ClusterTrainingRuntime,
@@ -29,7 +28,14 @@ from tests.integration.invalid_manifests import (
     InvalidUpdateCase,
     valid,
 )
-from tests.unit.api.offline import RuleSite, apply_defaults, crd_schema, iter_rules, schema_errors
+from tests.unit.api.offline import (
+    RuleSite,
+    apply_defaults,
+    crd_schema,
+    iter_rules,
+    load_yaml,
+    schema_errors,
+)
 
 KINDS = [d.resource.kind for d in DESCRIPTORS]
 MODELS: dict[str, Any] = {
@@ -44,7 +50,7 @@ MODELS: dict[str, Any] = {
 
 def _schemas() -> dict[str, dict[str, Any]]:
     rendered = render_crds()
-    return {d.resource.kind: crd_schema(yaml.safe_load(rendered[d.file_name])) for d in DESCRIPTORS}
+    return {d.resource.kind: crd_schema(load_yaml(rendered[d.file_name])) for d in DESCRIPTORS}
 
 
 SCHEMAS = _schemas()

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from lattice.api import (
     CleanPodPolicy,
@@ -19,10 +20,12 @@ from lattice.api import (
     TrainingJob,
     TrainingJobStatus,
     TrainJob,
+    format_micro_time,
     format_time,
     parse_time,
 )
 from lattice.api.constants import ALL_RESOURCES, MPIJOB, TRAININGJOB
+from lattice.api.mxjob import canonical_replica_type
 
 POD = {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}
 
@@ -109,7 +112,7 @@ def test_trainjob_defaults_and_int_or_string() -> None:
     assert numeric.to_dict()["spec"]["trainer"]["numProcPerNode"] == 4
 
 
-def test_runtime_defaults_and_preserved_jobset_fields() -> None:
+def test_runtime_defaults_and_jobset_fields() -> None:
     runtime = ClusterTrainingRuntime.model_validate(
         {
             "metadata": {"name": "mpi"},
@@ -136,10 +139,14 @@ def test_runtime_defaults_and_preserved_jobset_fields() -> None:
     assert spec.pod_group_policy.coscheduling is not None
     assert spec.pod_group_policy.coscheduling.schedule_timeout_seconds == 60
     assert spec.template.spec.replicated_jobs[0].replicas == 1
+    assert spec.template.spec.replicated_jobs[0].group_name == "default"
     assert spec.template.spec.network is not None
     assert spec.template.spec.network.enable_dns_hostnames is True
+    failure = spec.template.spec.failure_policy
+    assert failure is not None
+    assert (failure.max_restarts, failure.restart_strategy) == (3, "Recreate")
     dumped = runtime.to_dict()["spec"]["template"]["spec"]
-    assert dumped["failurePolicy"] == {"maxRestarts": 3}, "unknown JobSet fields are preserved"
+    assert dumped["failurePolicy"] == {"maxRestarts": 3, "restartStrategy": "Recreate"}
     assert dumped["network"] == {"enableDNSHostnames": True}
 
 
@@ -180,6 +187,7 @@ def test_scheduling_status_is_flat_on_trainingjob_and_nested_on_kubeflow_kinds()
         "last_exec_time",
         "completion_time",
         "last_resize_time",
+        "admitted_time",
         "last_decision",
         "reason",
         "message",
@@ -196,19 +204,26 @@ def test_scheduling_status_is_flat_on_trainingjob_and_nested_on_kubeflow_kinds()
     assert status.lattice.queue_position == 2
 
 
-def test_status_round_trips_times_as_rfc3339_seconds() -> None:
+def test_status_round_trips_scheduler_times_as_micro_times() -> None:
     now = datetime(2026, 1, 1, 12, 30, 15, 123456, tzinfo=UTC)
     status = TrainingJobStatus(
-        stage=Stage.RUNNING, current_size=3, submit_time=now, attained_service=12.5
+        stage=Stage.RUNNING,
+        current_size=3,
+        submit_time=now,
+        completion_time=now,
+        attained_service=12.5,
     )
     wire = status.to_dict()
     assert wire == {
         "stage": "Running",
         "currentSize": 3,
-        "submitTime": "2026-01-01T12:30:15Z",
+        "submitTime": "2026-01-01T12:30:15.123456Z",
+        "completionTime": "2026-01-01T12:30:15Z",
         "attainedService": 12.5,
     }
-    assert TrainingJobStatus.model_validate(wire).submit_time == now.replace(microsecond=0)
+    parsed = TrainingJobStatus.model_validate(wire)
+    assert parsed.submit_time == now
+    assert parsed.completion_time == now.replace(microsecond=0)
     assert TrainingJobStatus.model_validate({"stage": ""}).stage == Stage.INIT
 
 
@@ -217,7 +232,9 @@ def test_status_round_trips_times_as_rfc3339_seconds() -> None:
     [
         pytest.param("2026-01-01T00:00:00Z", datetime(2026, 1, 1, tzinfo=UTC), id="zulu"),
         pytest.param(
-            "2026-01-01T00:00:00.999999Z", datetime(2026, 1, 1, tzinfo=UTC), id="fraction"
+            "2026-01-01T00:00:00.999999Z",
+            datetime(2026, 1, 1, 0, 0, 0, 999999, tzinfo=UTC),
+            id="fraction",
         ),
         pytest.param("2026-01-01T02:00:00+02:00", datetime(2026, 1, 1, tzinfo=UTC), id="offset"),
         pytest.param("2026-01-01T00:00:00", datetime(2026, 1, 1, tzinfo=UTC), id="naive-is-utc"),
@@ -233,9 +250,45 @@ def test_format_time() -> None:
     local = datetime(2026, 1, 1, 5, 0, 0, 500000, tzinfo=timezone(timedelta(hours=5)))
     assert format_time(local) == "2026-01-01T00:00:00Z"
     assert format_time(parse_time("2026-06-30T23:59:59Z")) == "2026-06-30T23:59:59Z"
+    assert format_micro_time(local) == "2026-01-01T00:00:00.500000Z"
+    assert parse_time("2026-06-30T23:59:59.000123Z").microsecond == 123
 
 
 def test_resources() -> None:
     assert TRAININGJOB.api_version == "breezeml.ai/v1"
     assert MPIJOB.crd_name == "mpijobs.kubeflow.org"
     assert [r.namespaced for r in ALL_RESOURCES] == [True, True, True, True, True, False]
+
+
+def test_mxjob_replica_keys_are_matched_ignoring_case() -> None:
+    """training-operator v1.7 normalised ``worker:`` to ``Worker``; so does parsing."""
+    pod = {"spec": {"containers": [{"name": "mxnet", "image": "mx"}]}}
+    job = MXJob.model_validate(
+        {
+            "metadata": {"name": "mx"},
+            "spec": {
+                "mxReplicaSpecs": {
+                    "scheduler": {"template": pod},
+                    "SERVER": {"template": pod},
+                    "worker": {"replicas": 3, "template": pod},
+                    "tunertracker": {"template": pod},
+                }
+            },
+        }
+    )
+    specs = job.spec.mx_replica_specs
+    assert list(specs) == ["Scheduler", "Server", "Worker", "TunerTracker"]
+    assert specs["Worker"].replicas == 3
+    assert job.to_dict()["spec"]["mxReplicaSpecs"].keys() == specs.keys()
+
+
+def test_mxjob_replica_type_twice_in_two_cases_is_refused() -> None:
+    pod = {"spec": {"containers": [{"name": "mxnet", "image": "mx"}]}}
+    raw = {"spec": {"mxReplicaSpecs": {"Worker": {"template": pod}, "worker": {"template": pod}}}}
+    with pytest.raises(ValidationError, match="names a replica type twice"):
+        MXJob.model_validate(raw)
+
+
+def test_unknown_mxjob_replica_type_is_kept_for_the_schema_to_refuse() -> None:
+    assert canonical_replica_type("chief") == "chief"
+    assert canonical_replica_type("tunerserver") == "TunerServer"

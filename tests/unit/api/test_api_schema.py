@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 import pytest
@@ -16,9 +17,9 @@ from lattice.api.schema import (
     structural_schema,
     structural_violations,
 )
-from tests.unit.api.offline import crd_schema, iter_rules
+from tests.unit.api.offline import crd_schema, iter_rules, load_yaml
 
-CRDS = {d.resource.kind: yaml.safe_load(render_crds()[d.file_name]) for d in DESCRIPTORS}
+CRDS = {d.resource.kind: load_yaml(render_crds()[d.file_name]) for d in DESCRIPTORS}
 ESCAPES = ("x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields")
 FORBIDDEN_IN_ANY_OF = {"description", "type", "default", "additionalProperties", "nullable"}
 
@@ -87,6 +88,9 @@ def test_every_field_path_points_at_a_declared_field(kind: str) -> None:
             assert "type" in _resolve(site.node, site.rule["fieldPath"]), site
 
 
+_ITERATED_CHILD = re.compile(r"\bself\.(\w+)\.(?:all|exists|exists_one|map|filter)\(")
+
+
 def _bounded_rules(schema: dict[str, Any], unbounded: tuple[str, ...] = ()) -> list[str]:
     """Rules that sit under, or iterate over, a list or map with no maxItems/maxProperties."""
     problems = []
@@ -96,7 +100,16 @@ def _bounded_rules(schema: dict[str, Any], unbounded: tuple[str, ...] = ()) -> l
             problems.append(f"{rule['rule']} under unbounded {unbounded}")
         kind = schema.get("type")
         bounded = "maxItems" in schema or "maxProperties" in schema
-        iterating = any(i in rule["rule"] for i in iterates) and not rule["rule"].startswith("['")
+        # An object's rule may iterate its own declared children (self.<field>.all(...)): each
+        # of those must be bounded; a rule over a literal list ([a, b].filter) is bounded.
+        children = set(_ITERATED_CHILD.findall(rule["rule"]))
+        if kind == "object" and children and "properties" in schema:
+            for child in sorted(children):
+                node = schema["properties"].get(child, {})
+                if "maxItems" not in node and "maxProperties" not in node:
+                    problems.append(f"{rule['rule']} iterates unbounded {child}")
+            continue
+        iterating = any(i in rule["rule"] for i in iterates) and not rule["rule"].startswith("[")
         if kind in ("array", "object") and iterating and not bounded:
             problems.append(f"{rule['rule']} iterates an unbounded {kind}")
     for sub in schema.get("properties", {}).values():

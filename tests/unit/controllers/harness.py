@@ -14,16 +14,16 @@ import copy
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 
 from lattice.clock import FakeClock
 from lattice.controllers.job import JobReconciler
 from lattice.frameworks.base import JobPlugin, OperatorContext
-from lattice.kube import AlreadyExists, Conflict, NotFound
+from lattice.kube import AlreadyExists, Conflict, KubeClient, NotFound
 from lattice.kube.resources import BATCH_JOBS, CONFIGMAPS, PODS, SECRETS, SERVICES, Resource
-from lattice.runtime.events import ObjectRef
+from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import Metrics
@@ -101,17 +101,18 @@ class World:
     #: While set, watch events wait in ``held`` until ``release()`` (the watch lags the writes).
     hold_events: bool = False
     held: list[tuple[str, str, Obj]] = field(default_factory=list)
-    #: The reconciler's ``first_decision_wait`` (0: a new job is reconciled at once).
-    first_decision_wait: float = 0.0
 
     def __post_init__(self) -> None:
+        # World serves the verbs the informers and the reconciler use (no watch: it pushes events
+        # into the informers itself), so it stands in for a KubeClient by a cast.
+        client = cast(KubeClient, self)
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
         self.res = self._job_resource()
-        self.jobs: Informer[Obj] = Informer(self, self.res, transform=slim_object)
-        self.pods = Informer(self, PODS, transform=pod_info, indexes=POD_INDEXES)
+        self.jobs: Informer[Obj] = Informer(client, self.res, transform=slim_object)
+        self.pods = Informer(client, PODS, transform=pod_info, indexes=POD_INDEXES)
         self.services: Informer[ObjectInfo] = Informer(
-            self,
+            client,
             SERVICES,
             transform=object_info,
             indexes={OWNER_INDEX: object_owner_index},
@@ -120,7 +121,7 @@ class World:
             res.kind: (
                 res,
                 Informer(
-                    self,
+                    client,
                     res,
                     transform=strip_managed_fields,
                     indexes={OWNER_INDEX: raw_owner_index},
@@ -138,17 +139,16 @@ class World:
         self.recorder = Recorder()
         self.reconciler = JobReconciler(
             plugin=self.plugin,
-            client=self,
+            client=client,
             clock=self.clock,
             jobs=self.jobs,
             pods=self.pods,
             services=self.services,
             context=Context(self.ctx),
             expectations=Expectations(self.clock),
-            recorder=self.recorder,
+            recorder=cast(EventRecorder, self.recorder),  # records what a test asserts
             metrics=self.metrics,
             others=self.others,
-            first_decision_wait=self.first_decision_wait,
         )
         self.reconciler.watch(self.enqueued.append)
 

@@ -6,18 +6,18 @@ workers script, mpi-operator's clean-up, per-kind wording, events and metrics.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from lattice.clock import yield_now
 from lattice.controllers.job import ChildSyncError
 from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube import Conflict, Invalid, TooManyRequests
+from lattice.scheduler.loop.terminal import terminal_fields
 from tests.unit.controllers.harness import NS, World, merge
 
 Obj = dict[str, Any]
@@ -134,7 +134,9 @@ async def test_exit_code_137_recreates_the_pod_and_backoff_limit_ends_the_job() 
     )
     assert events(w, "MXJobFailed") == [("Normal", failed["message"])]
     assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 2
-    assert w.status("mx")["lattice"]["stage"] == "Completed"
+    # The scheduler block is the scheduler's: it writes Completed from the Failed condition.
+    assert w.status("mx")["lattice"] == {"stage": "Running", "currentSize": 3}
+    assert (terminal_fields(w.job("mx"), w.plugin) or {}).get("stage") == "Completed"
     assert w.names("pods") == [], "past its backoffLimit every pod is stopped (policy None)"
     assert w.names("services") == []
     assert w.sample("training_operator_jobs_failed_total", job_namespace=NS, framework="mxnet") == 1
@@ -216,47 +218,47 @@ async def test_success_follows_the_scheduler_with_upstream_wording() -> None:
     assert events(w, "MXJobSucceeded") == [("Normal", done["message"])]
 
 
-# --- a new job waits for the scheduler's first decision ----------------------------------------
+# --- status ownership -------------------------------------------------------------------------
 
 
-async def test_a_new_job_is_left_to_the_schedulers_first_decision() -> None:
-    """Its Created write would race the scheduler's first write (a 409 and a watch hop more
-    for the grant): the reconcile writes nothing until the decision arrives."""
-    w = World(MXJobPlugin(), first_decision_wait=5.0)
+async def test_a_new_job_is_marked_created_at_once_without_touching_the_scheduler_block() -> None:
+    """The reconciler writes only its own block, with no resourceVersion precondition: the
+    scheduler's concurrent writes of its block cannot conflict with it."""
+    w = World(MXJobPlugin())
     w.apply(mxjob())
-    await w.clock.advance(2)
-    result = await w.reconcile("mx")
-    assert result.requeue_after == pytest.approx(3)
-    assert (w.calls, w.status("mx"), w.recorder.events) == ([], {}, [])
+    w.grant("mx", 0)
+    patches: list[Obj] = []
+    patch = w.patch
 
-    w.grant("mx", 3)
+    async def spy(res: Any, name: str, body: Any, **kw: Any) -> Obj:
+        patches.append(copy.deepcopy(body))
+        return await patch(res, name, body, **kw)
+
+    w.patch = spy  # type: ignore[method-assign]
     result = await w.reconcile("mx")
     assert result.requeue_after is None
     assert w.conditions("mx")["Created"]["status"] == "True"
-    assert w.names("pods") == MX_PODS
+    (body,) = patches
+    assert "metadata" not in body, "no resourceVersion precondition"
+    assert "lattice" not in body["status"]
 
 
-async def test_the_wait_is_never_longer_than_first_decision_wait() -> None:
-    """A creationTimestamp ahead of the operator's clock (clock skew) does not lengthen it."""
-    w = World(MXJobPlugin(), first_decision_wait=5.0)
-    manifest = mxjob()
-    ahead = w.clock.now() + timedelta(seconds=60)
-    manifest["metadata"]["creationTimestamp"] = ahead.strftime("%Y-%m-%dT%H:%M:%SZ")
-    w.apply(manifest)
-    result = await w.reconcile("mx")
-    assert result.requeue_after == pytest.approx(5)
-    assert w.calls == []
-
-
-async def test_a_job_still_undecided_after_the_wait_is_marked_created() -> None:
-    w = World(MXJobPlugin(), first_decision_wait=5.0)
-    w.apply(mxjob())
-    await w.clock.advance(5)
-    result = await w.reconcile("mx")
-    assert result.requeue_after is None
-    created = w.conditions("mx")["Created"]
-    assert (created["status"], created["reason"]) == ("True", "MXJobCreated")
-    assert w.names("pods") == []
+async def test_a_reconcile_works_from_its_own_last_write_until_the_watch_delivers_it() -> None:
+    """What the resourceVersion precondition guarded: a reconcile on a cache that does not show
+    the reconciler's last write yet must not count or announce the same thing again."""
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    w.hold_events = True  # the watch lags the writes
+    await w.reconcile("mx")
+    assert w.conditions("mx")["Created"]["status"] == "True"
+    writes = [c for c in w.calls if c[0] == "patch/status"]
+    await w.reconcile("mx")
+    assert [c for c in w.calls if c[0] == "patch/status"] == writes, "nothing new to write"
+    created = {"job_namespace": NS, "framework": "mxnet"}
+    assert w.sample("training_operator_jobs_created_total", **created) == 1
+    w.release()
+    await w.reconcile("mx")
+    assert w.sample("training_operator_jobs_created_total", **created) == 1
 
 
 # --- deadline, preemption, suspension ----------------------------------------------------------
@@ -399,7 +401,7 @@ def _overlapping_creates(w: World) -> list[frozenset[str]]:
 
     async def create(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
         inflight.append(res.kind)
-        await asyncio.sleep(0)  # let the other creates of this round start
+        await yield_now()  # let the other creates of this round start
         seen.append(frozenset(inflight))
         try:
             return await real(res, body, namespace=namespace)
@@ -687,10 +689,12 @@ async def test_a_create_refused_as_malformed_makes_the_job_wrong_instead_of_retr
 
     w.create = refuse  # type: ignore[method-assign]
     await w.reconcile("mx")
-    lattice = w.status("mx")["lattice"]
-    assert lattice["stage"] == "Wrong"
-    assert "spec.containers: bad" in lattice["message"]
     assert w.conditions("mx")["Failed"]["status"] == "True"
+    assert w.status("mx")["lattice"] == {"stage": "Running", "currentSize": 3}
+    # From which the scheduler, the one writer of the block, writes the job Wrong.
+    wrong = terminal_fields(w.job("mx"), w.plugin) or {}
+    assert (wrong.get("stage"), wrong.get("reason")) == ("Wrong", "InvalidSpec")
+    assert "spec.containers: bad" in wrong["message"]
 
 
 # --- what enqueues a job ------------------------------------------------------------------------

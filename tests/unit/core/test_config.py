@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 
 import pytest
-from pydantic import ValidationError
 
-from lattice.config import FIELDS, Settings, add_arguments, load_settings
+from lattice.config import FIELDS, Settings, SettingsError, add_arguments, load_settings
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -24,9 +23,10 @@ def test_defaults_match_the_seed_operator() -> None:
     assert s.pending_timeout == 300.0
     assert s.cooldown_max == 10800.0
     assert s.enabled_kinds == ("TrainingJob", "MPIJob", "MXJob", "TrainJob")
-    # Not the seed's StrictFIFO: the strategy and aging limit tuned with `lattice simulate`
+    # Not the seed's StrictFIFO: the strategy and starvation guard tuned with `lattice simulate`
     # (docs/simulate.md); `--queueing-strategy=StrictFIFO` restores the seed's order.
-    assert (s.queueing_strategy, s.starvation_limit) == ("LeastAttainedService", 3 * 86400.0)
+    assert (s.queueing_strategy, s.slowdown_limit) == ("LeastAttainedService", 4.0)
+    assert s.starvation_limit is None  # deprecated, ignored
 
 
 @pytest.mark.parametrize(
@@ -72,11 +72,11 @@ def test_flags_win_over_environment() -> None:
 
 
 def test_bad_values_name_the_field() -> None:
-    with pytest.raises(ValidationError, match="workers"):
+    with pytest.raises(SettingsError, match="--workers=0: must be greater"):
         load_settings(_parse(["--workers", "0"]), env={})
-    with pytest.raises(ValidationError, match="enabled_kinds"):
+    with pytest.raises(SettingsError, match="--enabled-kinds=TrainingJob,PyTorchJob: unknown"):
         load_settings(_parse(["--enabled-kinds", "TrainingJob,PyTorchJob"]), env={})
-    with pytest.raises(ValueError, match="invalid duration"):
+    with pytest.raises(SettingsError, match="LATTICE_PENDING_TIMEOUT=5 minutes: invalid duration"):
         load_settings(_parse([]), env={"LATTICE_PENDING_TIMEOUT": "5 minutes"})
 
 
@@ -84,3 +84,10 @@ def test_every_setting_has_a_flag_and_an_env_name() -> None:
     documented = {d.field for d in FIELDS}
     assert documented == set(Settings.model_fields)
     assert all(d.env for d in FIELDS)
+
+
+def test_the_removed_starvation_limit_is_accepted_with_a_deprecation_warning() -> None:
+    with pytest.warns(FutureWarning, match="--slowdown-limit"):
+        s = load_settings(_parse([]), env={"LATTICE_STARVATION_LIMIT": "72h"})
+    assert s.starvation_limit == 72 * 3600.0
+    assert s.slowdown_limit == 4.0

@@ -7,19 +7,7 @@ from typing import Any
 import pytest
 
 from lattice.runtime.status import merge_patch
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386, to check the patches we compute."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = apply_merge_patch(out.get(k), v)
-    return out
+from tests.support.patches import apply_merge_patch
 
 
 @pytest.mark.parametrize(

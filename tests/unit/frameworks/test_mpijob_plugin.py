@@ -6,7 +6,6 @@ Secret), per-implementation env and hostfile, and the status rules that follow t
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,9 +34,10 @@ from lattice.frameworks.mpijob import (
     hostfile,
     workers_ready,
 )
-from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY
+from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.registry import PLUGINS, plugin_for
 from lattice.runtime.projections import pod_info
+from tests.support.builders import FakePod
 
 Obj = dict[str, Any]
 
@@ -693,31 +693,6 @@ def test_wait_for_workers_ready_still_creates_the_launcher_at_startup() -> None:
 # --------------------------------------------------------------------------- progress
 
 DELETED_AT = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True, slots=True)
-class FakeContainer:
-    name: str = "mpi-worker"
-    restart_count: int = 0
-    state: str = "running"
-    reason: str | None = None
-    exit_code: int | None = None
-    last_exit_code: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FakePod:
-    name: str
-    phase: str
-    reason: str | None = None
-    disruption: str | None = None
-    ready: bool = False
-    node_name: str | None = None
-    replica_type: str | None = None
-    replica_index: int | None = None
-    containers: tuple[FakeContainer, ...] = ()
-    creation_timestamp: datetime | None = None
-    deletion_timestamp: datetime | None = None
 
 
 def worker(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,12 @@ from lattice.frameworks.base import (
     managed_elsewhere,
     messages_of,
 )
+from lattice.frameworks.manifests import go_json
 from lattice.frameworks.mxjob import MXJobMessages, MXJobPlugin, mx_config
-from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY, go_json
+from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.registry import plugin_for
 from lattice.runtime.projections import pod_info
+from tests.support.builders import FakeContainer, FakePod
 
 Obj = dict[str, Any]
 
@@ -188,10 +189,10 @@ CONTAINERS = f"{SPECS}.Scheduler.template.spec.containers"
             manifest(Worker={}, worker={}),
             NODE,
             [
-                f"{SPECS}: unknown replica type 'worker': must be one of Scheduler, Server, "
-                "Worker, TunerTracker, TunerServer, Tuner"
+                f"{SPECS}: names a replica type twice (keys are matched ignoring case): "
+                + "Worker, worker"
             ],
-            id="replica types are case-sensitive",
+            id="a replica type named twice in two letter cases",
         ),
         pytest.param(
             manifest(Worker={"replicas": 0}),
@@ -650,31 +651,6 @@ def test_children_never_mutate_the_job() -> None:
 DELETED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class FakeContainer:
-    name: str = "mxnet"
-    restart_count: int = 0
-    state: str = "running"
-    reason: str | None = None
-    exit_code: int | None = None
-    last_exit_code: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FakePod:
-    name: str
-    phase: str
-    reason: str | None = None
-    disruption: str | None = None
-    ready: bool = False
-    node_name: str | None = None
-    replica_type: str | None = None
-    replica_index: int | None = None
-    containers: tuple[FakeContainer, ...] = ()
-    creation_timestamp: datetime | None = None
-    deletion_timestamp: datetime | None = None
-
-
 def pod(
     rtype: str,
     index: int = 0,
@@ -690,7 +666,7 @@ def pod(
         phase=phase,
         replica_type=rtype,
         replica_index=index,
-        containers=(FakeContainer(state=state, exit_code=code),),
+        containers=(FakeContainer(name="mxnet", state=state, exit_code=code),),
         deletion_timestamp=DELETED_AT if deleted else None,
     )
 
@@ -932,7 +908,7 @@ def test_exit_code_policy_reads_only_the_mxnet_container() -> None:
         replica_type="worker",
         replica_index=0,
         containers=(
-            FakeContainer(state="running"),
+            FakeContainer(name="mxnet", state="running"),
             FakeContainer(name="sidecar", state="terminated", exit_code=1),
         ),
     )

@@ -5,7 +5,6 @@ wrapping, placement) and the status rules over fake pods.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,10 @@ from lattice.frameworks.base import (
     ReplicaCounts,
     RunPolicyView,
 )
-from lattice.frameworks.trainingjob import TrainingJobPlugin, torchrun_command
+from lattice.frameworks.policies.torch import torchrun_command
+from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.runtime.projections import pod_info
+from tests.support.builders import FakeContainer, FakePod
 
 Obj = dict[str, Any]
 
@@ -558,31 +559,6 @@ def test_children_never_mutate_the_job_and_pods_share_nothing() -> None:
 DELETED_AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-@dataclass(frozen=True, slots=True)
-class FakeContainer:
-    name: str = "trainingjob"
-    restart_count: int = 0
-    state: str = "running"
-    reason: str | None = None
-    exit_code: int | None = None
-    last_exit_code: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FakePod:
-    name: str
-    phase: str
-    reason: str | None = None
-    disruption: str | None = None
-    ready: bool = False
-    node_name: str | None = None
-    replica_type: str | None = "worker"
-    replica_index: int | None = 0
-    containers: tuple[FakeContainer, ...] = ()
-    creation_timestamp: datetime | None = None
-    deletion_timestamp: datetime | None = None
-
-
 def pod(
     index: int,
     phase: str = "Running",
@@ -599,8 +575,9 @@ def pod(
         phase=phase,
         reason=reason,
         disruption=disruption,
+        replica_type="worker",
         replica_index=index,
-        containers=(FakeContainer(state=state, exit_code=code),),
+        containers=(FakeContainer(name="trainingjob", state=state, exit_code=code),),
         deletion_timestamp=DELETED_AT if deleted else None,
     )
 
@@ -683,7 +660,15 @@ FAILED = "TrainingJobFailed"
         pytest.param(
             {},
             1,
-            [FakePod(name="j-worker-0", phase="Failed", reason="DeadlineExceeded")],
+            [
+                FakePod(
+                    name="j-worker-0",
+                    phase="Failed",
+                    reason="DeadlineExceeded",
+                    replica_type="worker",
+                    replica_index=0,
+                )
+            ],
             Progress(
                 replicas=counts(failed=1),
                 failed="worker pod j-worker-0 failed (DeadlineExceeded) (restartPolicy Never)",
@@ -764,7 +749,7 @@ def test_inject_lattice_judges_failures_as_never() -> None:
 
 
 def test_pods_of_other_replica_types_are_ignored() -> None:
-    other = FakePod(name="j-launcher-0", phase="Failed", replica_type="launcher")
+    other = FakePod(name="j-launcher-0", phase="Failed", replica_type="launcher", replica_index=0)
     job = parse(manifest())
     assert PLUGIN.progress(job, size=1, pods=[pod(0), other]) == Progress(
         replicas=counts(active=1), running=True

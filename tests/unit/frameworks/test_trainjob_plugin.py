@@ -23,7 +23,7 @@ from lattice.frameworks.base import (
     RunPolicyView,
     managed_elsewhere,
 )
-from lattice.frameworks.pods import HOSTNAME_TOPOLOGY_KEY
+from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.trainjob import (
     TrainJobPlugin,
     hostfile,
@@ -31,15 +31,11 @@ from lattice.frameworks.trainjob import (
     jobs_status,
     pod_name,
 )
-from lattice.frameworks.trainjob_runtime import (
-    ResolvedJob,
-    RuntimeNotReady,
-    num_proc_per_node,
-    resolve,
-    resolve_with,
-    runtime_hash,
-)
+from lattice.frameworks.trainjob_checks import num_proc_per_node
+from lattice.frameworks.trainjob_plans import ResolvedJob, RuntimeNotReady
+from lattice.frameworks.trainjob_runtime import resolve, resolve_with, runtime_hash
 from lattice.runtime.projections import pod_info
+from tests.support.builders import FakePod
 
 Obj = dict[str, Any]
 
@@ -1590,18 +1586,16 @@ def test_staged_children_keep_only_succeeded_initializers_at_size_zero() -> None
     )
     job = parse(tj("init", trainer={"numNodes": 1}), ctx(rt))
 
-    class Pod:
-        def __init__(self, name: str, phase: str) -> None:
-            self.name, self.phase, self.deletion_timestamp = name, phase, None
-
     init = "tj-dataset-initializer-0-0"
     none = PLUGIN.staged_children(job, Children(), size=0, pods=[], ctx=NODE)
     assert none.pods == ()
-    kept = PLUGIN.staged_children(job, Children(), size=0, pods=[Pod(init, "Succeeded")], ctx=NODE)
+    kept = PLUGIN.staged_children(
+        job, Children(), size=0, pods=[FakePod(init, "Succeeded")], ctx=NODE
+    )
     assert [p["metadata"]["name"] for p in kept.pods] == [init]
     desired = PLUGIN.children(job, size=1, ctx=NODE)
-    first = PLUGIN.staged_children(job, desired, size=1, pods=[Pod(init, "Running")], ctx=NODE)
+    first = PLUGIN.staged_children(job, desired, size=1, pods=[FakePod(init, "Running")], ctx=NODE)
     assert [p["metadata"]["name"] for p in first.pods] == [init]
     assert first.services == desired.services
-    then = PLUGIN.staged_children(job, desired, size=1, pods=[Pod(init, "Succeeded")], ctx=NODE)
+    then = PLUGIN.staged_children(job, desired, size=1, pods=[FakePod(init, "Succeeded")], ctx=NODE)
     assert [p["metadata"]["name"] for p in then.pods] == [init, "tj-node-0-0"]

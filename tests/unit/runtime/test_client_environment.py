@@ -85,7 +85,8 @@ async def test_requests_work_without_the_environment_read(
 ) -> None:
     client = await connect(kubeconfig=kubeconfig(tmp_path, server.url))
     try:
-        assert client._api.rest_client.proxy is None
+        proxy: str | None = client._api.rest_client.proxy  # typed str; unset is None
+        assert proxy is None
         assert client._api.rest_client.pool_manager.trust_env is False
         assert (await client.list(CONFIGMAPS, namespace="ns"))["items"] == []
     finally:

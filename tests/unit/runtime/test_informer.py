@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from lattice.clock import yield_now
 from lattice.kube.client import RestClient
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import keep_raw
@@ -324,7 +325,7 @@ async def test_cancellation_is_clean(
     async with server._changed:  # the server saw both watch connections go away
         await asyncio.wait_for(server._changed.wait_for(lambda: server.open_watches == 0), 10)
     gc.collect()
-    await asyncio.sleep(0)
+    await yield_now()
     leftovers = [
         t for t in asyncio.all_tasks() if t.get_name().startswith(("watch:", "reflector:"))
     ]

@@ -53,7 +53,7 @@ def make(client: RestClient, clock: RecordingClock, **kw: Any) -> Informer[Obj]:
 
 
 def in_first_backoff(delay: float) -> bool:
-    return 0.8 <= delay < 1.6
+    return 0.25 < delay <= 0.5
 
 
 async def test_410_relists_with_a_consistent_read_and_never_rewatches_the_expired_rv(
@@ -168,7 +168,7 @@ async def test_list_errors_back_off_then_retry(
         assert in_first_backoff(first)
         await rclock.advance(first)
         second = await rclock.wait_sleeps(2)
-        assert 1.6 <= second < 3.2  # doubled
+        assert 0.5 < second <= 1.0  # doubled
         assert not informer.has_synced
         await rclock.advance(second)
         await informer.wait_synced()
@@ -299,18 +299,27 @@ async def test_metrics_count_applied_events_including_bookmarks_not_as_objects(
 def test_backoff_doubles_to_the_cap_and_resets_after_two_healthy_minutes() -> None:
     clock = FakeClock()
     backoff = Backoff(clock=clock, jitter=0.0)
-    got = [backoff.next() for _ in range(8)]
-    assert got == pytest.approx([0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0])
+    got = [backoff.next() for _ in range(7)]
+    assert got == pytest.approx([0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0])
     clock._t += 119.0  # not yet two minutes since the last failure
-    assert backoff.next() == pytest.approx(30.0)
+    assert backoff.next() == pytest.approx(5.0)
     clock._t += 121.0
-    assert backoff.next() == pytest.approx(0.8)
+    assert backoff.next() == pytest.approx(0.5)
 
 
-def test_backoff_jitter_adds_up_to_the_full_step() -> None:
+def test_backoff_jitter_spreads_each_step_over_its_upper_half_never_past_the_cap() -> None:
     backoff = Backoff(clock=FakeClock(), rng=random.Random(3))
-    for base in (0.8, 1.6, 3.2):
-        assert base <= backoff.next() < 2 * base
+    for base in (0.5, 1.0, 2.0, 4.0):
+        assert base / 2 < backoff.next() <= base
+    delays = [backoff.next() for _ in range(200)]
+    assert max(delays) <= 5.0, "capped: recovery after an outage waits at most 5 s"
+    assert min(delays) > 2.5
+    assert len({round(d, 3) for d in delays}) > 100, "jittered: no lockstep at the cap"
+
+
+def test_backoff_refuses_a_jitter_that_could_reach_zero() -> None:
+    with pytest.raises(ValueError, match="jitter"):
+        Backoff(clock=FakeClock(), jitter=1.0)
 
 
 async def test_a_too_large_resource_version_answer_relists_with_a_consistent_read(

@@ -13,18 +13,19 @@ import asyncio
 import itertools
 import random
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from lattice.kube.client import KubeClient, WatchEvent
+from lattice.kube.client import WatchEvent
 from lattice.kube.resources import CONFIGMAPS, Resource
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import ObjectInfo, object_info
 from lattice.runtime.store import Store, object_key
 from tests.support.fake_apiserver import RecordingClock, running
+from tests.support.memory_client import MemoryClient
 
 Obj = dict[str, Any]
 Value = tuple[str, str]
@@ -186,12 +187,14 @@ class Tracked(dict[str, Any]):
     __slots__ = ("__weakref__",)
 
 
-class KubeClientStub:
+class KubeClientStub(MemoryClient):
     """Serves ``total`` ConfigMaps in LIST pages of ``limit``; a WATCH stays open, empty.
 
-    Before serving each page it counts the raw objects of the earlier pages still alive."""
+    Before serving each page it counts the raw objects of the earlier pages still alive. The
+    other verbs are the in-memory client's."""
 
     def __init__(self, total: int = 0) -> None:
+        super().__init__()
         self.total = total
         self.pages: list[list[weakref.ref[Tracked]]] = []
         self.alive_when_asked: list[int] = []
@@ -242,8 +245,11 @@ class KubeClientStub:
         timeout_seconds: int,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         del res, namespace, resource_version, timeout_seconds, label_selector, field_selector
+        if on_open is not None:
+            on_open()
         self.watching.set()
         await asyncio.Event().wait()
         yield WatchEvent("BOOKMARK", {})  # never reached
@@ -251,8 +257,7 @@ class KubeClientStub:
 
 async def test_the_reflector_holds_one_raw_page_at_a_time() -> None:
     stub = KubeClientStub(total=35)
-    client: KubeClient = stub  # type: ignore[assignment]  # list and watch are all it needs
-    informer = Informer(client, CONFIGMAPS, transform=object_info, page_size=10)
+    informer = Informer(stub, CONFIGMAPS, transform=object_info, page_size=10)
     async with running(informer.run):
         await stub.watching.wait()  # the LIST is committed before the WATCH starts
         assert stub.alive_when_asked == [0, 0, 0, 0], "a raw page outlived its projection"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -122,12 +123,13 @@ def test_object_info_equality_ignores_what_it_does_not_keep() -> None:
     changed["metadata"]["labels"]["other"] = "x"
     assert object_info(raw) == object_info(changed)
     assert hash(object_info(raw)) == hash(object_info(changed))
-    for edit in (
+    edits: tuple[Callable[[Obj], None], ...] = (
         lambda m: m.update(resourceVersion="4000004"),
         lambda m: m.update(deletionTimestamp="2026-11-22T11:00:00Z"),
         lambda m: m["labels"].update({"training.kubeflow.org/replica-index": "4"}),
         lambda m: m["ownerReferences"][0].update(uid="other-uid"),
-    ):
+    )
+    for edit in edits:
         other = copy.deepcopy(raw)
         edit(other["metadata"])
         assert object_info(other) != object_info(raw)

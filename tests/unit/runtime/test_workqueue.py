@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from lattice.clock import FakeClock
+from lattice.clock import FakeClock, yield_now
 from lattice.runtime.workqueue import QueueShutDown, WorkQueue
 from tests.support.aio import settle, take
 from tests.support.queue_metrics import RecordingQueueMetrics
@@ -59,7 +59,7 @@ async def test_stingy_under_concurrent_workers_and_re_adds(clock: FakeClock) -> 
             tick += 1
             last_start[key] = tick
             for _ in range(rng.randint(0, 3)):
-                await asyncio.sleep(0)
+                await yield_now()
             active.discard(key)
             queue.done(key)
 
@@ -70,7 +70,7 @@ async def test_stingy_under_concurrent_workers_and_re_adds(clock: FakeClock) -> 
         last_add[key] = tick
         queue.add(key)
         if rng.random() < 0.5:
-            await asyncio.sleep(0)
+            await yield_now()
     await queue.shutdown_with_drain()
     await asyncio.gather(*workers)
     assert overlaps == []

@@ -96,6 +96,9 @@ class JobBuilder:
     def resized(self, t: datetime | None) -> JobBuilder:
         return self._set(last_resize_time=t)
 
+    def admitted(self, t: datetime | None) -> JobBuilder:
+        return self._set(admitted_time=t)
+
     def pending(self, since: datetime | None) -> JobBuilder:
         return self._set(pending_since=since)
 
@@ -107,6 +110,9 @@ class JobBuilder:
 
     def service(self, unit_seconds: float, updated: datetime | None = None) -> JobBuilder:
         return self._set(attained_service=unit_seconds, service_updated_at=updated)
+
+    def preemptible(self) -> JobBuilder:
+        return self._set(preemptible_within_priority=True)
 
     def stage(self, stage: str) -> JobBuilder:
         return self._set(stage=stage)
@@ -149,7 +155,7 @@ def job(name: str, *, kind: str = "TrainingJob", namespace: str = "ns") -> JobBu
 TABLE_CONFIG = SchedulerConfig(
     strategy=Strategy.STRICT_FIFO,
     resize_interval=timedelta(seconds=60),
-    starvation_limit=timedelta(hours=1),
+    slowdown_limit=0.5,
 )
 
 
@@ -207,13 +213,17 @@ def ref_fits(free: list[int], view: JobView, *, replicas: int) -> bool:
 
 
 def ref_aged(snapshot: Snapshot, d: Decision, now: datetime) -> bool:
-    """Rule 2's aging, recomputed from a decision: LAS, band >= 1, queued >= the limit ago."""
+    """Rule 2's promotion, recomputed from a decision: LAS, band >= 1, time in the queue at
+    least ``slowdown_limit`` times the service time (service over the units at full size)."""
     config = snapshot.config
+    view = next(j for j in snapshot.jobs if j.key == d.key)
+    full = view.units_at(view.max_size)
+    service = d.attained_service / full if full > 0 else 0.0
     return (
         config.strategy == Strategy.LEAST_ATTAINED_SERVICE
         and las_band(d.attained_service, config) > 0
         and d.queued_time is not None
-        and now - d.queued_time >= config.starvation_limit
+        and (now - d.queued_time).total_seconds() >= config.slowdown_limit * service
     )
 
 

@@ -96,7 +96,9 @@ GANGS = [
     ),
 ]
 
-# TABLE_CONFIG: bands start at 3600 and 36000 unit-seconds; starvation_limit (aging) is 1 h.
+# TABLE_CONFIG: bands start at 3600 and 36000 unit-seconds; slowdown_limit is 0.5: a job in band 1
+# or above is promoted once its time in the queue is half its service time (service / units at
+# full size). at(n) is n minutes after T0, when the table's jobs are queued by default.
 LAS_CASES = [
     pytest.param(
         Case(
@@ -136,8 +138,8 @@ LAS_CASES = [
             order=["x", "y"],
             fields={"x": {"attained_service": 50_000.0, "service_updated_at": at(60)}},
         ),
-        id="LAS: a job queued starvation_limit ago is aged and goes before a younger job of a "
-        "lower band; its service is kept",
+        id="LAS: a job queued half its service time ago (6250 s / 2 <= 1 h) is promoted and goes "
+        "before a younger job of a lower band; its service is kept",
     ),
     pytest.param(
         Case(
@@ -155,7 +157,7 @@ LAS_CASES = [
     pytest.param(
         Case(
             snapshot=snap(
-                job("a").gang(8).waiting().service(1e9),
+                job("a").gang(8).waiting().service(50_000),
                 job("b").gang(8).waiting().queued(at(5)).service(7200),
                 strategy=LAS,
             ),
@@ -163,7 +165,8 @@ LAS_CASES = [
             want={"a": ("Running", 8), "b": ("Waiting", 0)},
             order=["a", "b"],
         ),
-        id="LAS: aged jobs are first come first served, whatever their band",
+        id="LAS: promoted jobs are first come first served, whatever their band (rule change: a "
+        "job with 1e9 unit-seconds is no longer promoted after 90 minutes)",
     ),
     pytest.param(
         Case(
@@ -194,8 +197,8 @@ LAS_CASES = [
     pytest.param(
         Case(
             snapshot=snap(
-                job("a").min(2).max(8).running(2).service(7200, at(30)),
-                job("b").gang(4).waiting().queued(at(10)).service(4000),
+                job("a").min(2).max(8).running(2).service(30_000, at(30)),
+                job("b").gang(4).waiting().queued(at(10)).service(12_000),
                 strategy=LAS,
             ),
             now=at(60),
@@ -209,8 +212,8 @@ LAS_CASES = [
     pytest.param(
         Case(
             snapshot=snap(
-                job("a").min(2).max(8).running(2).service(7200, at(30)),
-                job("b").gang(3).waiting().queued(at(10)).service(4000),
+                job("a").min(2).max(8).running(2).service(30_000, at(30)),
+                job("b").gang(3).waiting().queued(at(10)).service(12_000),
                 strategy=LAS,
             ),
             now=at(60),
@@ -224,8 +227,8 @@ LAS_CASES = [
     pytest.param(
         Case(
             snapshot=snap(
-                job("a").min(2).max(8).running(2).service(7200, at(30)),
-                job("b").gang(4).waiting().queued(at(10)).service(4000),
+                job("a").min(2).max(8).running(2).service(30_000, at(30)),
+                job("b").gang(4).waiting().queued(at(10)).service(12_000),
                 strategy=LAS,
             ),
             now=at(30),
@@ -237,7 +240,7 @@ LAS_CASES = [
     pytest.param(
         Case(
             snapshot=snap(
-                job("r").gang(8).running(8).service(50_000, at(0)),
+                job("r").min(4).max(8).running(8).service(50_000, at(0)),
                 job("w").gang(8).new(),
                 strategy=LAS,
             ),
@@ -246,7 +249,48 @@ LAS_CASES = [
             events={"r": ["Preempted by ns/w (priority 0)"]},
             fields={"r": {"attained_service": 50_000 + 8 * 60.0}},
         ),
-        id="LAS: a less served arrival preempts a more served job of equal priority",
+        id="LAS: a less served arrival preempts a more served elastic job of equal priority "
+        "(rule change: r was a rigid gang, which is now protected)",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("r").gang(8).running(8).service(50_000, at(0)),
+                job("w").gang(8).new(),
+                strategy=LAS,
+            ),
+            now=at(1),
+            want={"r": ("Running", 8), "w": ("Waiting", 0)},
+            order=["w", "r"],
+        ),
+        id="LAS: a running rigid gang is protected from a less served job of equal priority "
+        "that goes before it in the order",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("r").gang(8).running(8).service(50_000, at(0)).preemptible(),
+                job("w").gang(8).new(),
+                strategy=LAS,
+            ),
+            now=at(1),
+            want={"r": ("Waiting", 0), "w": ("Running", 8)},
+            events={"r": ["Preempted by ns/w (priority 0)"]},
+        ),
+        id="LAS: a rigid gang that opted in (it checkpoints) is preempted within its priority",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("r").gang(8).running(8).service(50_000, at(0)),
+                job("w").gang(8).prio(1).new(),
+                strategy=LAS,
+            ),
+            now=at(1),
+            want={"r": ("Waiting", 0), "w": ("Running", 8)},
+            events={"r": ["Preempted by ns/w (priority 1)"]},
+        ),
+        id="a higher priority always preempts, a protected rigid gang too",
     ),
     pytest.param(
         Case(
@@ -257,9 +301,9 @@ LAS_CASES = [
             ),
             now=at(1),
             want={"x": ("Waiting", 0), "y": ("Running", 8)},
-            wakeup=at(60),
+            wakeup=at(7, seconds=30),
         ),
-        id="LAS: the next wakeup is a waiting job becoming aged",
+        id="LAS: the next wakeup is a waiting job becoming promoted (900 s of service, x 0.5)",
     ),
     pytest.param(
         Case(
@@ -269,9 +313,10 @@ LAS_CASES = [
             ),
             now=at(1),
             want={"y": ("Running", 8)},
-            wakeup=at(60),
+            wakeup=at(7, seconds=20),
         ),
-        id="LAS: the next wakeup is a running job becoming aged (before its next band at 67m)",
+        id="LAS: the next wakeup is a running job becoming promoted (60 + t >= (500 + t) / 2 at "
+        "t = 380 s, before its next band at 67m)",
     ),
     pytest.param(
         Case(
@@ -288,14 +333,15 @@ LAS_CASES = [
     pytest.param(
         Case(
             snapshot=snap(
-                job("y").gang(8).running(8).service(1e9, at(90)),
+                job("y").gang(8).running(8).service(400_000, at(500)),
                 strategy=LAS,
             ),
-            now=at(90),
+            now=at(500),
             want={"y": ("Running", 8)},
             wakeup=None,
         ),
-        id="LAS: an aged job in the last band has no timer",
+        id="LAS: a promoted job in the last band that stays promoted (it runs at full size and "
+        "slowdown_limit < 1) has no timer",
     ),
 ]
 

@@ -24,7 +24,6 @@ from lattice.scheduler.core import Decision, JobView, NodeView, SchedulerConfig,
 from lattice.scheduler.loop import (
     ContextSource,
     Invalid,
-    floor_now,
     format_time,
     job_view,
     node_views,
@@ -33,6 +32,7 @@ from lattice.scheduler.loop import (
     read_node_selector,
     scheduler_config,
     status_fields,
+    utc_now,
 )
 from lattice.scheduler.loop.snapshot import status_patch, with_status
 
@@ -45,7 +45,7 @@ def at(seconds: float) -> datetime:
 
 
 def ts(seconds: float) -> str:
-    return at(seconds).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return at(seconds).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # --------------------------------------------------------------------------- shared fakes
@@ -97,6 +97,7 @@ class FakePlugin:
             fixed_pods=tuple(job.get("fixed", ())),
             replica_units=int(job.get("units", 1)),
             suspended=bool(job.get("suspend", False)),
+            preemptible_within_priority=bool(job.get("preemptible", False)),
         )
 
     def run_policy(self, job: Any) -> Any:
@@ -381,7 +382,7 @@ def test_scheduler_config_from_settings() -> None:
             pending_timeout=120,
             cooldown_base=1.5,
             cooldown_max=600,
-            starvation_limit=900,
+            slowdown_limit=2.5,
         )
     )
     assert config.strategy == Strategy.LEAST_ATTAINED_SERVICE
@@ -389,7 +390,7 @@ def test_scheduler_config_from_settings() -> None:
     assert config.pending_timeout == timedelta(minutes=2)
     assert config.cooldown_base == timedelta(seconds=2)  # whole seconds: cooldownTime persists
     assert config.cooldown_max == timedelta(minutes=10)
-    assert config.starvation_limit == timedelta(minutes=15)
+    assert config.slowdown_limit == 2.5
 
 
 def test_operator_defaults_are_the_core_defaults() -> None:
@@ -400,17 +401,20 @@ def test_operator_defaults_are_the_core_defaults() -> None:
 # --------------------------------------------------------------------------- time
 
 
-def test_time_round_trip_and_floor() -> None:
+def test_time_round_trip_keeps_microseconds() -> None:
     assert parse_time("2026-01-01T00:00:05Z") == at(5)
     assert parse_time("2026-01-01T01:00:05+01:00") == at(5)
+    assert parse_time("2026-01-01T00:00:05.250000Z") == at(5.25)
     assert parse_time("garbage") is None
     assert parse_time(None) is None
     assert parse_time("") is None
-    assert format_time(at(5)) == "2026-01-01T00:00:05Z"
+    assert format_time(at(5)) == "2026-01-01T00:00:05.000000Z"
+    assert format_time(at(5.000001)) == "2026-01-01T00:00:05.000001Z"
+    assert parse_time(format_time(at(5.75))) == at(5.75)
     assert format_time(None) is None
-    assert floor_now(at(5.75)) == at(5)
+    assert utc_now(at(5.75)) == at(5.75)
     with pytest.raises(ValueError, match="aware"):
-        floor_now(datetime(2026, 1, 1))  # naive on purpose
+        utc_now(datetime(2026, 1, 1))  # naive on purpose
 
 
 # --------------------------------------------------------------------------- jobs
@@ -557,6 +561,7 @@ def _decision(**fields: Any) -> Decision:
         "last_resize_time": at(10),
         "attained_service": 0.0,
         "service_updated_at": at(10),
+        "admitted_time": at(10),
         "queue_position": 1,
         "reason": "Admitted with 2 (min 1, max 2)",
     }
@@ -581,6 +586,7 @@ def test_status_fields_write_every_scheduler_field() -> None:
         "serviceUpdatedTime": ts(10),
         "lastExecTime": ts(10),
         "lastResizeTime": ts(10),
+        "admittedTime": ts(10),
         "lastDecision": "Admitted with 2 (min 1, max 2)",
     }
 

@@ -79,6 +79,7 @@ def jobs(draw: st.DrawFn, index: int, units: int | None = None) -> JobView:
         service_updated_at=_time(codes[7]),
         suspended=flags == 1,
         finished=flags == 2,
+        preemptible_within_priority=flags >= 8,
     )
 
 
@@ -86,7 +87,7 @@ configs = st.builds(
     SchedulerConfig,
     strategy=st.sampled_from(list(Strategy)),
     resize_interval=st.sampled_from([timedelta(0), timedelta(minutes=1), timedelta(minutes=10)]),
-    starvation_limit=st.sampled_from([timedelta(0), timedelta(minutes=10), timedelta(hours=1)]),
+    slowdown_limit=st.sampled_from([0.0, 1.0, 4.0, 50.0]),
 )
 
 
@@ -170,6 +171,37 @@ def test_higher_priority_never_waits_while_lower_priority_capacity_would_fit_it(
             )
 
 
+def _protected(v: JobView) -> bool:
+    """Running on input, rigid and not opted in to preemption within its priority."""
+    return (
+        v.stage == Stage.RUNNING
+        and v.current_size > 0
+        and v.min_size == v.max_size
+        and not v.preemptible_within_priority
+    )
+
+
+@SETTINGS
+@given(s=snapshots(), now=nows)
+def test_a_protected_job_is_stopped_only_for_a_higher_priority(s: Snapshot, now: datetime) -> None:
+    plan = schedule(s, now)
+    empty = [max(0, n.free_units) for n in s.nodes]
+    for v in s.jobs:
+        if not owned(v) or not _protected(v) or plan[v.key].stage != Stage.WAITING:
+            continue
+        if v.suspended or v.problem() is not None:
+            continue
+        if not ref_fits(list(empty), v, replicas=v.min_size - len(v.fixed_pods)):
+            continue  # it no longer fits the cluster at all
+        rivals = [
+            w
+            for w in s.jobs
+            if plan[w.key].stage == Stage.RUNNING
+            and (w.priority > v.priority or (w.priority == v.priority and _protected(w)))
+        ]
+        assert rivals, f"{v.key} was stopped for a job of its own or a lower priority"
+
+
 @SETTINGS
 @given(s=snapshots(), now=nows)
 def test_strict_fifo_admits_a_prefix_skipping_only_jobs_too_big_for_the_cluster(
@@ -182,6 +214,8 @@ def test_strict_fifo_admits_a_prefix_skipping_only_jobs_too_big_for_the_cluster(
     blocked_by = None
     for key in plan.order:
         v = views[key]
+        if _protected(v):
+            continue  # rule change: a running rigid job keeps its units, blocked or not
         if not ref_fits(list(empty), v, replicas=v.min_size - len(v.fixed_pods)):
             assert plan[key].stage == Stage.WAITING
             assert "needs " in plan[key].reason

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +17,14 @@ from lattice.sim.figure import render_png
 from lattice.sim.metrics import format_table, measure, no_queueing
 from lattice.sim.policies import FifoAllocator, GreedyAllocator, LatticeAllocator, make_nodes
 from lattice.sim.runner import run_policies
-from lattice.sim.speedup import AllReduce, Amdahl, LinearCapped, fit_allreduce, parse_speedup
+from lattice.sim.speedup import (
+    AllReduce,
+    Amdahl,
+    LinearCapped,
+    SpeedupModel,
+    fit_allreduce,
+    parse_speedup,
+)
 from lattice.sim.trace import MappingOptions, SimJob, TraceJob, map_jobs, read_trace
 
 LINEAR = LinearCapped()
@@ -30,7 +38,7 @@ def job(  # noqa: PLR0917 (terse fixtures)
     lo: int,
     hi: int,
     prio: int = 0,
-    model=LINEAR,
+    model: SpeedupModel = LINEAR,
 ) -> SimJob:
     return SimJob(
         id=f"j{i}",
@@ -42,6 +50,10 @@ def job(  # noqa: PLR0917 (terse fixtures)
         priority=prio,
         model=model,
     )
+
+
+def ckpt(j: SimJob, interval: float) -> SimJob:
+    return replace(j, checkpoint=interval)
 
 
 def jcts(result) -> dict[str, float | None]:  # type: ignore[no-untyped-def]
@@ -105,42 +117,87 @@ def test_resize_interval_defers_growth() -> None:
 
 
 def test_lattice_las_preempts_long_job_for_new_one() -> None:
-    # Rigid 4-unit jobs; band 0 is < 100 unit-seconds. A(0s, 100s), B(10s, 10s).
-    jobs = [job(0, 0, 100, 4, 4, 4), job(1, 10, 10, 4, 4, 4)]
-    config = SchedulerConfig(
-        strategy=Strategy.LEAST_ATTAINED_SERVICE,
-        las_first_band=100.0,
-        starvation_limit=timedelta(hours=1),
-    )
+    # Rigid 4-unit jobs that checkpoint every second (so they opt in to preemption within
+    # their priority); band 0 is < 100 unit-seconds. A(0s, 100s), B(10s, 10s).
+    jobs = [ckpt(job(0, 0, 100, 4, 4, 4), 1.0), ckpt(job(1, 10, 10, 4, 4, 4), 1.0)]
+    config = SchedulerConfig(strategy=Strategy.LEAST_ATTAINED_SERVICE, las_first_band=100.0)
     r = simulate(
         jobs, LatticeAllocator(make_nodes(4, 8), config), policy="las", capacity=4, restart_cost=5
     )
     # At 10, A has 40 unit-s (band 0), B too: FIFO within the band, B waits. At 25 A passes
     # 100 unit-s (band 1) -> B preempts it: B 25..35; A resumes at 35 (+5 s restart) with
-    # 25 s of work done: 40..115.
+    # 25 s of work done (checkpointed): 40..115.
     assert jcts(r) == {"j0": 115, "j1": 25}
     assert [j.resizes for j in r.jobs] == [1, 0]
+    assert [(j.preemptions, j.lost) for j in r.jobs] == [(1, 0.0), (0, 0.0)]
+
+
+def test_a_running_rigid_job_is_protected_by_default() -> None:
+    # The same jobs without checkpoints: A keeps running, B waits for it.
+    jobs = [job(0, 0, 100, 4, 4, 4), job(1, 10, 10, 4, 4, 4)]
+    config = SchedulerConfig(strategy=Strategy.LEAST_ATTAINED_SERVICE, las_first_band=100.0)
+    r = simulate(
+        jobs, LatticeAllocator(make_nodes(4, 8), config), policy="las", capacity=4, restart_cost=5
+    )
+    assert jcts(r) == {"j0": 100, "j1": 100}
+    assert [j.preemptions for j in r.jobs] == [0, 0]
+
+
+def test_a_preempted_rigid_job_without_checkpoints_loses_all_its_work() -> None:
+    # Opted in without checkpointing: A is stopped at 25 and starts over (all 400 unit-s of
+    # work) at 35 + 5 s of restart: 40..140. Lost: 25 s x 4 units.
+    jobs = [job(0, 0, 100, 4, 4, 4), job(1, 10, 10, 4, 4, 4)]
+    config = SchedulerConfig(strategy=Strategy.LEAST_ATTAINED_SERVICE, las_first_band=100.0)
+    allocator = LatticeAllocator(make_nodes(4, 8), config, preempt_rigid=True)
+    r = simulate(jobs, allocator, policy="las", capacity=4, restart_cost=5)
+    assert jcts(r) == {"j0": 140, "j1": 25}
+    assert [(j.preemptions, j.lost) for j in r.jobs] == [(1, 100.0), (0, 0.0)]
+    assert measure(r).lost_unit_hours == pytest.approx(100 / 3600)
+
+
+def test_a_preempted_rigid_job_falls_back_to_its_last_checkpoint() -> None:
+    # Checkpoints every 10 s of run time: stopped at 25, A keeps 20 s (its checkpoint at 20)
+    # and loses 5 s: 80 s left from 40 -> 120.
+    jobs = [ckpt(job(0, 0, 100, 4, 4, 4), 10.0), job(1, 10, 10, 4, 4, 4)]
+    config = SchedulerConfig(strategy=Strategy.LEAST_ATTAINED_SERVICE, las_first_band=100.0)
+    r = simulate(
+        jobs, LatticeAllocator(make_nodes(4, 8), config), policy="las", capacity=4, restart_cost=5
+    )
+    assert jcts(r) == {"j0": 120, "j1": 25}
+    assert [(j.preemptions, j.lost) for j in r.jobs] == [(1, 20.0), (0, 0.0)]
+
+
+def test_an_elastic_job_loses_no_work_when_stopped() -> None:
+    # A elastic 2..4 preempted by B (band 0, 4 units): it keeps its progress and pays 5 s.
+    jobs = [job(0, 0, 100, 4, 2, 4), job(1, 10, 10, 4, 4, 4)]
+    config = SchedulerConfig(strategy=Strategy.LEAST_ATTAINED_SERVICE, las_first_band=100.0)
+    r = simulate(
+        jobs, LatticeAllocator(make_nodes(4, 8), config), policy="las", capacity=4, restart_cost=5
+    )
+    assert jcts(r) == {"j0": 115, "j1": 25}
+    assert [(j.preemptions, j.lost) for j in r.jobs] == [(1, 0.0), (0, 0.0)]
 
 
 @pytest.mark.parametrize(
     ("limit", "expected", "resizes"),
-    [(360.0, {"j0": 465, "j1": 310}, [1, 1]), (1e6, {"j0": 605, "j1": 200}, [1, 0])],
+    [(1.2, {"j0": 465, "j1": 310}, [1, 1]), (1e6, {"j0": 605, "j1": 200}, [1, 0])],
 )
-def test_lattice_las_aging_bounds_the_wait_of_a_long_job(
+def test_lattice_las_promotion_bounds_the_wait_of_a_long_job(
     limit: float, expected: dict[str, float], resizes: list[int]
 ) -> None:
-    # Rigid 4-unit jobs on 4 units; bands: < 100, < 1000, open. A(0s, 400s), B(300s, 200s).
-    jobs = [job(0, 0, 400, 4, 4, 4), job(1, 300, 200, 4, 4, 4)]
-    config = SchedulerConfig(
-        las_first_band=100.0, las_bands=3, starvation_limit=timedelta(seconds=limit)
-    )
+    # Rigid 4-unit jobs on 4 units that checkpoint every second; bands: < 100, < 1000, open.
+    # A(0s, 400s), B(300s, 200s).
+    jobs = [ckpt(job(0, 0, 400, 4, 4, 4), 1.0), ckpt(job(1, 300, 200, 4, 4, 4), 1.0)]
+    config = SchedulerConfig(las_first_band=100.0, las_bands=3, slowdown_limit=limit)
     r = simulate(
         jobs, LatticeAllocator(make_nodes(4, 8), config), policy="las", capacity=4, restart_cost=5
     )
-    # At 300 A has 1200 unit-s (band 2) and B preempts it (band 0); B is in band 1 from 325.
-    # Aged at 360 (queued 360 s ago), A goes before the younger B: resumes 360 (+5 s restart)
-    # with 100 s left -> 465; B resumes at 465 (+5 s) with 140 s left -> 610 (JCT 310).
-    # Without aging B runs to 500 and A, resumed 500 (+5 s), ends at 605.
+    # At 300 A has 1200 unit-s (band 2, 300 s of service) and B preempts it (band 0); B is in
+    # band 1 from 325. With K = 1.2, A (waiting) is promoted at 0 + 1.2 x 300 = 360; B, running
+    # since 300 with 60 s of service, is promoted too (0 + 1.2 x 60 >= 1.2 x 60), and A, queued
+    # first, goes first: resumes 360 (+5 s restart) with 100 s left -> 465; B resumes at 465
+    # (+5 s) with 140 s left -> 610 (JCT 310). Without promotion (K = 1e6) B runs to 500 and
+    # A, resumed 500 (+5 s), ends at 605.
     assert jcts(r) == expected
     assert [j.resizes for j in r.jobs] == resizes
 
@@ -157,7 +214,7 @@ def test_lattice_original_gives_max_first_and_pauses_rest() -> None:
     ("model", "expected"),
     [(LinearCapped(), 50.0), (LinearCapped(3), 200 / 3), (Amdahl(0.5), 100 * (4 / 3) / 1.6)],
 )
-def test_speedup_models_set_elastic_jct(model: object, expected: float) -> None:
+def test_speedup_models_set_elastic_jct(model: SpeedupModel, expected: float) -> None:
     # One job, 100 s at 2 units, alone at 4 units: JCT = 100 * s(2) / s(4).
     jobs = [job(0, 0, 100, 2, 1, 4, model=model)]
     r = simulate(jobs, lattice(4), policy="l", capacity=4)
@@ -254,3 +311,35 @@ def test_mix_draws_fitted_applications() -> None:
     assert j.model is fits["a"]
     with pytest.raises(ValueError, match="mix"):
         map_jobs(rows, MappingOptions(speedup="mix"), capacity=4)
+
+
+@pytest.mark.parametrize("limit", [2.0, 4.0, 8.0])
+def test_promotion_admits_a_long_job_under_a_steady_overloading_stream(limit: float) -> None:
+    # One 4-unit node. L (20,000 s on 4 units) runs alone for its first 2,000 s; then a job
+    # of 3,000 s on 4 units arrives every 2,000 s, for 200,000 s: 150 % of the capacity, of
+    # which band 0 (each job's first 900 s) is 45 %. Every job checkpoints, so each may be
+    # preempted within the priority. Without the guard, L stops for good once it has 9,000 s
+    # of service (band 2), behind every stream job in band 1; with it, L is promoted after
+    # waiting `limit` times its service, goes before every stream job past band 0 (it was
+    # queued first) and finishes well before the stream ends.
+    stream_end = 200_000.0
+    long_job = ckpt(job(0, 0, 20_000, 4, 4, 4), 1.0)
+    stream = [ckpt(job(i, 2000.0 * i, 3000, 4, 4, 4), 1.0) for i in range(1, 101)]
+
+    def finish(k: float) -> float | None:
+        config = SchedulerConfig(slowdown_limit=k)
+        r = simulate(
+            [long_job, *stream],
+            LatticeAllocator(make_nodes(4, 4), config),
+            policy="las",
+            capacity=4,
+            restart_cost=0,
+        )
+        return r.jobs[0].finish
+
+    guarded = finish(limit)
+    assert guarded is not None
+    assert guarded < 0.8 * stream_end
+    unguarded = finish(1e12)
+    assert unguarded is not None
+    assert unguarded > stream_end

@@ -42,3 +42,27 @@ app.kubernetes.io/component: manager
 {{- define "lattice.jobNodeSelector" -}}
 {{- range $k, $v := .Values.operator.jobNodeSelector }}{{ printf "%s=%v\n" $k $v }}{{ end -}}
 {{- end -}}
+
+{{/* A list value as the comma-separated string the operator reads: a YAML list (or --set
+     'key={a,b}') is joined; a string (`a,b`, or --set 'key=a\,b') is kept as it is. */}}
+{{- define "lattice.commaList" -}}
+{{- if kindIs "slice" . -}}{{- join "," . -}}{{- else -}}{{- toString . -}}{{- end -}}
+{{- end -}}
+
+{{/* rbac.scope, validated: cluster (one ClusterRole) or namespaced (Roles per monitorNamespace). */}}
+{{- define "lattice.rbacScope" -}}
+{{- $scope := default "cluster" .Values.rbac.scope -}}
+{{- if not (has $scope (list "cluster" "namespaced")) -}}
+{{- fail (printf "rbac.scope: must be cluster or namespaced (got %q)" $scope) -}}
+{{- end -}}
+{{- if and (eq $scope "namespaced") (not (include "lattice.watchNamespaces" . | trim)) -}}
+{{- fail "rbac.scope=namespaced needs monitorNamespace: the namespaces to watch, comma separated" -}}
+{{- end -}}
+{{- $scope -}}
+{{- end -}}
+
+{{/* monitorNamespace (a list or a comma string) as one namespace a line, blanks dropped. */}}
+{{- define "lattice.watchNamespaces" -}}
+{{- range splitList "," (include "lattice.commaList" (default "" .Values.monitorNamespace)) }}{{ if trim . }}{{ trim . }}
+{{ end }}{{ end -}}
+{{- end -}}

@@ -36,6 +36,7 @@ def apply_decision(job: JobView, decision: Decision) -> JobView:
         last_resize_time=decision.last_resize_time,
         attained_service=decision.attained_service,
         service_updated_at=decision.service_updated_at,
+        admitted_time=decision.admitted_time,
         pending_since=job.pending_since if was_running and runs else None,
     )
 

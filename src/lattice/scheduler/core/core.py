@@ -11,11 +11,16 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    (requeued at a fresh time once unsuspended). Finished jobs and stages the scheduler does not
    own (``Completed``, ``Wrong``, anything else) pass through untouched with size 0. A view that
    cannot be scheduled (``JobView.problem()``, e.g. min > max) becomes ``Wrong`` with size 0.
-2. Candidates are ordered by :mod:`lattice.scheduler.core.order`: priority desc, [LAS rank],
-   queued_time, creation_time, namespace/name: a total order. ``LeastAttainedService`` bands
-   grow exponentially with attained service. A job in band 1 or above queued at least
-   ``starvation_limit`` ago (running or not) is *aged*: it ranks after band 0 and before every
-   younger job, first come first served among the aged, until it leaves the queue.
+2. Candidates are ordered by :mod:`lattice.scheduler.core.order`: priority desc, rank
+   (protected running jobs first, then the LAS rank), queued_time, incumbency (running jobs by
+   ``admitted_time``, then the rest), creation_time, namespace/name: a total order.
+   ``admitted_time`` = now when a job is admitted from 0, None when it stops. A running job
+   with ``min_size == max_size`` that has not opted in (``preemptible_within_priority``) is
+   *protected*: it goes first within its priority, so only a higher priority stops it.
+   ``LeastAttainedService`` bands grow exponentially with attained service. A job in band 1 or
+   above whose time since ``queued_time`` is at least ``slowdown_limit`` times its service time
+   (running or not) is *promoted* ("aged" below): it ranks after band 0 and before every other
+   job, first come first served among the promoted.
 3. *Admission* walks that order and packs each job's minimum (fixed pods + min replicas) onto
    the nodes' free units (:mod:`lattice.scheduler.core.packing`; per node, all-or-nothing).
    ``StrictFIFO`` stops at the first job whose minimum does not fit; ``BestEffortFIFO`` and
@@ -26,15 +31,19 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    so a running job's status does not change whenever the queue behind it moves).
 4. Each admitted job gets its minimum; spare capacity then grows the admitted jobs toward
    their target size in the same order, replica by replica while a replica fits on a node.
-   An aged job grows as soon as it is admitted, before any later job is admitted, up to the
-   middle of its range (``(min_size + max_size) // 2``, capped by its target), so younger jobs
-   cannot hold it at its minimum (a bounded wait is worth little at half speed); it grows past
-   that only in the common growth step, in order. The cap keeps aged jobs from taking their
-   least efficient replicas (speedup is sublinear in size) ahead of younger jobs' minimums.
+   An aged (promoted) job grows as soon as it is admitted, before any later job is admitted,
+   up to the middle of its range (``(min_size + max_size) // 2``, capped by its target), so
+   younger jobs cannot hold it at its minimum (a bounded wait is worth little at half speed);
+   it grows past that only in the common growth step, in order. The cap keeps aged jobs from
+   taking their least efficient replicas (speedup is sublinear in size) ahead of younger
+   jobs' minimums.
 5. A running job that is not admitted gets size 0 and goes back to ``Waiting`` keeping its
    ``queued_time``; victims are therefore always later in the order (lower priority, or equal
-   priority and queued later; or, under LAS, of a higher rank). Events name the beneficiary:
-   the earliest job in order that was newly admitted or grew (taking units) in this pass.
+   priority and not protected, and queued later or, under LAS, of a higher rank). An elastic
+   job later in the order loses its growth (shrinks towards its minimum) before any minimum is
+   refused, so it shrinks rather than stops wherever shrinking frees enough. Events name the
+   beneficiary: the earliest job in order that was newly admitted or grew (taking units) in
+   this pass.
 6. Churn control: a ``Running`` job's target is ``max_size`` only when its last resize is at
    least ``resize_interval`` ago (or it never resized, or the interval is 0); otherwise its
    current size (clamped to [min, max]), so it is not shrunk merely because it may not grow.
@@ -53,220 +62,362 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
 
 ``Plan.next_wakeup`` is the earliest time after now at which an unchanged snapshot could get
 another plan: a cooldown ending, a pending timeout expiring, a deferred growth becoming
-allowed (only when a replica would fit), a LAS band change or a job becoming aged.
+allowed (only when a replica would fit), a LAS band change or a job gaining or losing its
+promotion.
+
+Cost: a pass is O(n log n) in the candidates, but a *quiet* waiting job (one the pass can only
+admit or leave as it is, :mod:`lattice.scheduler.core.quiet`) costs a memo lookup and a heap
+entry; admission stops walking the order once every other candidate has been seen and no
+quiet job's minimum fits in what is left, and the decisions and order of the jobs it did not
+reach are built only when read. The plan is the same either way.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+import heapq
+from datetime import datetime
 
-from lattice.scheduler.core.effects import capacity_used, next_wakeup, settle
-from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended, format_time
-from lattice.scheduler.core.order import aged_growth_cap, is_aged, las_band, las_rank, order_key
+from lattice.scheduler.core.effects import next_wakeup, settle
+from lattice.scheduler.core.order import (
+    NOT_RUNNING,
+    OrderKey,
+    aged_growth_cap,
+    full_units,
+    incumbency,
+    is_promoted,
+    is_protected,
+    las_band,
+    las_rank,
+    order_key,
+)
 from lattice.scheduler.core.packing import Histogram, Shape, make_shape
-from lattice.scheduler.core.plan import Plan
+from lattice.scheduler.core.plan import Decision, Deferred, Plan
+from lattice.scheduler.core.quiet import Entry, LazyDecisions, entries_for, trim_memo
 from lattice.scheduler.core.state import JobState, to_decision
-from lattice.scheduler.core.types import SchedulerConfig, Snapshot, Stage, Strategy
+from lattice.scheduler.core.steps import cooldown_for, grow, grow_one, prepare
+from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
 
 __all__ = ["cooldown_for", "schedule"]
 
-_OWNED = frozenset({Stage.NEW, Stage.WAITING, Stage.RUNNING, Stage.REQUEUE_COOLDOWN})
+_NEVER = NOT_RUNNING
+# A quiet job left waiting: (entry, its order key, queue position, free units at its check,
+# the StrictFIFO blocker ahead of it).
+_Left = tuple[Entry, OrderKey, int, int, JobView | None]
 
 
-def cooldown_for(requeue_count: int, config: SchedulerConfig) -> timedelta:
-    """Rule 7 backoff: ``min(cooldown_max, cooldown_base * 2**(requeue_count - 1))``."""
-    delay = config.cooldown_base
-    for _ in range(max(0, requeue_count - 1)):
-        if delay >= config.cooldown_max:
-            break
-        delay *= 2
-    return min(delay, config.cooldown_max)
+class _Pass:
+    """The working data of one :func:`schedule` call."""
+
+    def __init__(self, snapshot: Snapshot, now: datetime) -> None:
+        self.now = now
+        self.config = config = snapshot.config
+        self.jobs = jobs = snapshot.jobs
+        self.las = config.strategy == Strategy.LEAST_ATTAINED_SERVICE
+        self.strict = config.strategy == Strategy.STRICT_FIFO
+        self.full: list[JobState] = []
+        # Candidates by order key (a heap): JobStates and quiet Entries.
+        self.heap: list[tuple[OrderKey, JobState | Entry]] = []
+        self.min_need = -1
+        self.quiet_wake: datetime | None = None
+        if len({view.key for view in jobs}) != len(jobs):
+            seen: set[str] = set()
+            for view in jobs:
+                if view.key in seen:
+                    raise ValueError(f"duplicate job key {view.key!r}")
+                seen.add(view.key)
+        full, heap = self.full, self.heap
+        wake: datetime | None = None
+        need = -1
+        for view, entry in zip(jobs, entries_for(jobs, config), strict=True):
+            if entry is None:
+                full.append(JobState(view))
+                continue
+            at = entry.promote_at
+            if at is None:
+                heap.append((entry.key_plain, entry))
+            elif now >= at:
+                heap.append((entry.key_promoted, entry))
+            else:
+                heap.append((entry.key_plain, entry))
+                if wake is None or at < wake:
+                    wake = at
+            if need < 0 or entry.need < need:
+                need = entry.need
+        self.quiet_wake, self.min_need = wake, need
+        trim_memo(len(jobs))
+        self.free = Histogram(node.free_units for node in snapshot.nodes)
+        self.total = self.free.total
+        self.empty = self.free.copy()
+        self.fits_empty: dict[Shape, bool] = {}
+        self.ordered: list[JobState] = []
+        self.left: list[_Left] = []
+        self.admitted_entries: list[Entry] = []
+        self.from_entries: list[JobState] = []
+        self.candidate_states: list[JobState] = []
+        self.protected: list[tuple[OrderKey, JobState]] = []
+        self.pinned: set[JobState] = set()
+        self.blocker: JobView | None = None
+        self.waiting = 0
+        self.free_at_stop = 0
+
+    def candidates(self) -> None:
+        """Rules 1, 7, 8 and the order keys (rule 2) of every job that is not quiet."""
+        now, config = self.now, self.config
+        for s in self.full:
+            if not prepare(s, now=now, config=config):
+                continue
+            v = s.view
+            if self.las:
+                s.band = band = las_band(s.attained, config)
+                s.aged = is_promoted(
+                    band=band,
+                    queued_time=s.queued or now,
+                    attained=s.attained,
+                    units=full_units(v),
+                    now=now,
+                    config=config,
+                    admitted=s.since if s.held else None,
+                )
+                s.rank = las_rank(band, aged=s.aged)
+            key = order_key(v, queued_time=s.queued or now, rank=s.rank)
+            self.heap.append((key, s))
+            self.candidate_states.append(s)
+            if s.held and is_protected(v):
+                self.protected.append((key, s))
+
+    def admit(self) -> None:
+        """Rule 3 (and the first growth of aged jobs, rule 4), walking the order.
+
+        Protected jobs (rule 5) that the walk would stop are placed first within their
+        priority, and the walk is redone; the order itself does not change.
+        """
+        heapq.heapify(self.heap)
+        heap, free = list(self.heap), self.free.copy()
+        pins: list[tuple[OrderKey, JobState]] = []
+        while True:
+            self._walk(pins)
+            stopped = [(k, s) for k, s in self.protected if not s.admitted and (k, s) not in pins]
+            if not stopped:
+                return
+            pins = sorted([*pins, *stopped], key=_first)
+            self.heap, self.free = list(heap), free.copy()
+            self.ordered, self.left, self.admitted_entries, self.from_entries = [], [], [], []
+            self.blocker, self.waiting = None, 0
+            for s in self.pinned:
+                s.admitted = False
+                s.size = s.view.current_size
+            for s in self.candidate_states:
+                s.admitted, s.size, s.position = False, s.view.current_size, None
+                s.unfittable, s.blocker, s.free_at_check = False, None, 0
+
+    def _walk(self, pins: list[tuple[OrderKey, JobState]]) -> None:
+        heap, free = self.heap, self.free
+        waiting_pins = list(pins)
+        self.pinned = set()
+        pending = len(self.candidate_states)
+        while heap:
+            if not pending and (self.blocker is not None or free.total < self.min_need):
+                break
+            key, x = heapq.heappop(heap)
+            while waiting_pins and waiting_pins[0][0][0] <= key[0]:
+                self._pin(waiting_pins.pop(0)[1])
+            if isinstance(x, JobState):
+                if x not in self.pinned and not self._try_state(x):
+                    if key[3] != NOT_RUNNING:
+                        # Stopped: it ranks as a job holding nothing (criterion 4), as it
+                        # will in the next pass, so it waits (and blocks) from there.
+                        heapq.heappush(heap, ((*key[:3], NOT_RUNNING, *key[4:]), x))
+                        continue
+                    self._wait_state(x)
+                pending -= 1
+                self.ordered.append(x)
+            else:
+                self._admit_entry(x, key)
+        self.free_at_stop = free.total
+
+    def _pin(self, s: JobState) -> None:
+        """Place a protected job's minimum ahead of the rest of its priority."""
+        s.min_shape = _shape(s.view)
+        if self.free.try_place(s.min_shape):
+            self.pinned.add(s)
+            self._admitted(s)
+
+    def _try_state(self, s: JobState) -> bool:
+        """Admit ``s`` if its minimum fits (and nothing blocks it)."""
+        shape = s.min_shape = _shape(s.view)
+        if self.blocker is None:
+            s.free_at_check = self.free.total
+            if self.free.try_place(shape):
+                self._admitted(s)
+                return True
+        return False
+
+    def _wait_state(self, s: JobState) -> None:
+        self.waiting += 1
+        s.position = self.waiting
+        if not self._fits_empty(s.min_shape):
+            s.unfittable = True
+        elif self.blocker is not None:
+            s.blocker = self.blocker
+        elif self.strict:
+            self.blocker = s.view
+
+    def _admit_entry(self, e: Entry, key: OrderKey) -> None:
+        free_at = 0
+        if self.blocker is None:
+            free_at = self.free.total
+            if e.need <= free_at and self.free.try_place(e.shape):
+                s = _from_entry(e, key)
+                s.free_at_check = free_at
+                self.ordered.append(s)
+                self.admitted_entries.append(e)
+                self.from_entries.append(s)
+                self._admitted(s)
+                return
+        self.waiting += 1
+        self.left.append((e, key, self.waiting, free_at, self.blocker))
+        if self.blocker is None and self.strict and self._fits_empty(e.shape):
+            self.blocker = e.view
+
+    def _admitted(self, s: JobState) -> None:
+        s.admitted = True
+        s.size = s.view.min_size
+        if s.aged:
+            grow_one(
+                s, free=self.free, now=self.now, config=self.config, up_to=aged_growth_cap(s.view)
+            )
+
+    def _fits_empty(self, shape: Shape) -> bool:
+        known = self.fits_empty.get(shape)
+        if known is None:
+            known = self.fits_empty[shape] = self.empty.fits(shape)
+        return known
+
+    def _waiting_state(self, item: _Left, *, position: int | None = None) -> JobState:
+        """A quiet job left waiting, as settle() expects it (rule 3's position and reason)."""
+        e, key, pos, free_at, blocker = item
+        s = _from_entry(e, key)
+        s.min_shape = e.shape
+        s.position = pos if position is None else position
+        s.free_at_check = free_at
+        if not self._fits_empty(e.shape):
+            s.unfittable = True
+        elif blocker is not None:
+            s.blocker = blocker
+        return s
+
+    def rest(self) -> dict[str, Decision]:
+        """Decisions of the quiet jobs left waiting (walked, then the unwalked tail)."""
+        out: dict[str, Decision] = {}
+        states = [self._waiting_state(item) for item in self.left]
+        stop_blocker = self.blocker
+        for i, (key, x) in enumerate(sorted(self.heap, key=_first)):
+            assert isinstance(x, Entry)
+            free_at = 0 if stop_blocker is not None else self.free_at_stop
+            item = (x, key, 0, free_at, stop_blocker)
+            states.append(self._waiting_state(item, position=self.waiting + i + 1))
+        settle(states, now=self.now, config=self.config, capacity=self.total)
+        for s in states:
+            out[s.view.key] = to_decision(s)
+        return out
+
+    def final_order(self) -> tuple[str, ...]:
+        """The order as the next pass will see it: jobs admitted or stopped in this pass take
+        their new incumbency (rule 2), so that an applied plan rescheduled keeps its order."""
+        keyed: list[tuple[OrderKey, str]] = []
+        for s in self.ordered:
+            running = s.stage == Stage.RUNNING and s.size > 0
+            admitted = incumbency(running=running, admitted_time=s.since)
+            rank = 0
+            if self.las:
+                promoted = is_promoted(
+                    band=s.band,
+                    queued_time=s.queued or _NEVER,
+                    attained=s.attained,
+                    units=full_units(s.view),
+                    now=self.now,
+                    config=self.config,
+                    admitted=s.since if running else None,
+                )
+                rank = las_rank(s.band, aged=promoted)
+            key = order_key(s.view, queued_time=s.queued or _NEVER, rank=rank, admitted=admitted)
+            keyed.append((key, s.view.key))
+        keyed += [(item[1], item[0].view.key) for item in self.left]
+        keyed += [(key, x.view.key) for key, x in self.heap]
+        keyed.sort(key=_first)
+        return tuple(k for _, k in keyed)
+
+    def wakeup(self) -> datetime | None:
+        """Rule 9's ``next_wakeup``: the candidates' own, and quiet jobs' promotions."""
+        quiet = self.quiet_wake
+        if quiet is not None and any(e.promote_at == quiet for e in self.admitted_entries):
+            quiet = self._quiet_wake({id(e) for e in self.admitted_entries})
+        found = next_wakeup([*self.full, *self.from_entries], now=self.now, config=self.config)
+        if quiet is None:
+            return found
+        return quiet if found is None else min(found, quiet)
+
+    def _quiet_wake(self, admitted: set[int]) -> datetime | None:
+        best: datetime | None = None
+        entries = [item[0] for item in self.left]
+        entries += [x for _, x in self.heap if isinstance(x, Entry)]
+        for e in entries:
+            at = e.promote_at
+            if id(e) in admitted or at is None or at <= self.now:
+                continue
+            if best is None or at < best:
+                best = at
+        return best
+
+
+def _first(item: tuple[OrderKey, object]) -> OrderKey:
+    return item[0]
+
+
+_SHAPES: dict[tuple[tuple[int, ...], int, int], Shape] = {}
+
+
+def _shape(v: JobView) -> Shape:
+    """The shape of ``v``'s minimum (memoised: a pure function of three small values)."""
+    spec = (v.fixed_pods, v.replica_units, v.min_size - len(v.fixed_pods))
+    shape = _SHAPES.get(spec)
+    if shape is None:
+        if len(_SHAPES) > 4096:
+            _SHAPES.clear()
+        shape = _SHAPES[spec] = make_shape(
+            fixed_pods=spec[0], replica_units=spec[1], replicas=spec[2]
+        )
+    return shape
+
+
+def _from_entry(e: Entry, key: OrderKey) -> JobState:
+    """A quiet job's working state, with the LAS rank its order key was built from."""
+    s = JobState(e.view)
+    s.band = e.band
+    s.rank = key[1]
+    s.aged = s.rank == 1  # las_rank: 1 only for a promoted job
+    s.min_shape = e.shape
+    return s
 
 
 def schedule(snapshot: Snapshot, now: datetime) -> Plan:
     """Run one scheduling pass; see the module docstring for the rules."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
-    config = snapshot.config
-    states: dict[str, JobState] = {}
-    for view in snapshot.jobs:
-        if view.key in states:
-            raise ValueError(f"duplicate job key {view.key!r}")
-        states[view.key] = JobState(view)
-    keys = sorted(states)
-    candidates = [s for s in (states[k] for k in keys) if _prepare(s, now=now, config=config)]
-    ordered = _order(candidates, now=now, config=config)
-    free = Histogram(node.free_units for node in snapshot.nodes)
-    total = free.total
-    _admit(ordered, free=free, now=now, config=config)
-    _grow(ordered, free=free, now=now, config=config)
-    settle(ordered, now=now, config=config, capacity=total)
-    all_states = [states[k] for k in keys]
+    p = _Pass(snapshot, now)
+    p.candidates()
+    p.admit()
+    grow(p.ordered, free=p.free, now=now, config=p.config)
+    settle(p.ordered, now=now, config=p.config, capacity=p.total)
+    eager = {s.view.key: to_decision(s) for s in p.full}
+    eager.update((s.view.key, to_decision(s)) for s in p.from_entries)
+    keys = [v.key for v in p.jobs]
     return Plan(
-        decisions={k: to_decision(states[k]) for k in keys},
-        order=tuple(s.view.key for s in ordered),
-        next_wakeup=next_wakeup(all_states, now=now, config=config),
-        capacity_total=total,
-        capacity_used=capacity_used(all_states),
+        decisions=LazyDecisions(
+            eager, count=len(keys), keys=lambda: sorted(keys), build_rest=p.rest
+        ),
+        deferred_order=Deferred(p.final_order),
+        next_wakeup=p.wakeup(),
+        capacity_total=p.total,
+        capacity_used=sum(s.view.units_at(s.size) for s in p.ordered if s.admitted),
     )
-
-
-def _prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
-    """Rules 1, 7 and 8 for one job; return whether it is a candidate."""
-    v = s.view
-    if v.finished or v.stage not in _OWNED:
-        s.size = 0
-        s.reason = "Finished" if v.finished else f"Not scheduled in stage {v.stage}"
-        return False
-    problem = v.problem()
-    if problem is not None:
-        s.stage, s.size, s.requeue = Stage.WRONG, 0, None
-        s.reason = f"Invalid: {problem}"
-        return False
-    if v.stage == Stage.RUNNING:
-        _accrue(s, now)
-    if v.suspended:
-        s.stage, s.queued, s.requeue, s.cooldown = Stage.WAITING, None, None, None
-        s.submit = s.submit or now
-        if s.held:
-            s.events.append(Suspended(old=s.held))
-        s.resize(0, now)
-        s.reason = "Suspended"
-        return False
-    if v.stage == Stage.REQUEUE_COOLDOWN:
-        s.requeue = None
-        if s.cooldown is not None and s.cooldown > now:
-            s.resize(0, now)
-            s.reason = f"Cooling down until {format_time(s.cooldown)}"
-            return False
-        s.stage, s.queued, s.cooldown = Stage.WAITING, now, None
-        s.events.append(CooldownOver())
-    elif v.stage == Stage.NEW or s.queued is None:
-        s.stage, s.queued = Stage.WAITING, now
-        s.events.append(Queued())
-    s.submit = s.submit or now
-    if v.stage != Stage.RUNNING or v.pending_since is None:
-        s.requeue = None
-        return True
-    requeue = v.requeue_time if v.requeue_time is not None else v.pending_since
-    if now - requeue < config.pending_timeout:
-        s.requeue = requeue
-        return True
-    s.count = v.requeue_count + 1
-    s.stage, s.requeue = Stage.REQUEUE_COOLDOWN, None
-    s.cooldown = now + cooldown_for(s.count, config)
-    s.events.append(
-        Requeued(pending_for=now - requeue, cooldown_until=s.cooldown, requeue_count=s.count)
-    )
-    s.reason = s.events[-1].message
-    s.resize(0, now)
-    return False
-
-
-def _accrue(s: JobState, now: datetime) -> None:
-    """Rule 8 for a job that was running on input (time never moves backwards)."""
-    if s.updated is None:
-        s.updated = now
-    elif now > s.updated:
-        s.attained += s.view.units_at(s.held) * (now - s.updated).total_seconds()
-        s.updated = now
-
-
-def _order(candidates: list[JobState], *, now: datetime, config: SchedulerConfig) -> list[JobState]:
-    """Rule 2: sort candidates, computing LAS bands and aging first."""
-    if config.strategy == Strategy.LEAST_ATTAINED_SERVICE:
-        for s in candidates:
-            s.band = band = las_band(s.attained, config)
-            # queued is set for every candidate by _prepare; `or now` only narrows the type.
-            s.aged = is_aged(band=band, queued_time=s.queued or now, now=now, config=config)
-            s.rank = las_rank(band, aged=s.aged)
-    return sorted(
-        candidates, key=lambda s: order_key(s.view, queued_time=s.queued or now, rank=s.rank)
-    )
-
-
-def _admit(
-    ordered: list[JobState], *, free: Histogram, now: datetime, config: SchedulerConfig
-) -> None:
-    """Rule 3: admit minimums in order, per node, under the configured strategy.
-
-    An aged job grows right after its admission (rule 4).
-    """
-    strict = config.strategy == Strategy.STRICT_FIFO
-    empty = free.copy()
-    fits_empty: dict[Shape, bool] = {}
-    shapes: dict[tuple[tuple[int, ...], int, int], Shape] = {}
-    blocker: JobState | None = None
-    waiting = 0
-    for s in ordered:
-        v = s.view
-        spec = (v.fixed_pods, v.replica_units, v.min_size)
-        shape = shapes.get(spec)
-        if shape is None:
-            shape = shapes[spec] = make_shape(
-                fixed_pods=v.fixed_pods,
-                replica_units=v.replica_units,
-                replicas=v.min_size - len(v.fixed_pods),
-            )
-        s.min_shape = shape
-        if blocker is None:
-            s.free_at_check = free.total
-            if free.try_place(shape):
-                s.admitted = True
-                s.size = v.min_size
-                if s.aged:
-                    _grow_one(s, free=free, now=now, config=config, up_to=aged_growth_cap(v))
-                continue
-        waiting += 1
-        s.position = waiting
-        known = fits_empty.get(shape)
-        if known is None:
-            known = fits_empty[shape] = empty.fits(shape)
-        if not known:
-            s.unfittable = True
-        elif blocker is not None:
-            s.blocker = blocker
-        elif strict:
-            blocker = s
-
-
-def _grow(
-    ordered: list[JobState], *, free: Histogram, now: datetime, config: SchedulerConfig
-) -> None:
-    """Rules 4 and 6: grow admitted jobs toward their target, in order (aged jobs from the
-    size their admission gave them)."""
-    for s in ordered:
-        if s.admitted:
-            _grow_one(s, free=free, now=now, config=config)
-
-
-def _grow_one(
-    s: JobState,
-    *,
-    free: Histogram,
-    now: datetime,
-    config: SchedulerConfig,
-    up_to: int | None = None,
-) -> None:
-    """Rules 4 and 6 for one admitted job: from ``s.size`` (its minimum, or what an aged job's
-    first growth gave it) toward its target, at most ``up_to``, placing replicas on ``free``."""
-    v = s.view
-    interval = config.resize_interval
-    last = v.last_resize_time
-    deferred = False
-    if not s.held or not interval or last is None or now - last >= interval:
-        target = v.max_size
-    else:
-        target = max(v.min_size, min(s.held, v.max_size))
-        deferred = target < v.max_size
-    if up_to is not None:
-        target = min(target, up_to)
-    size = s.size
-    if target > size:
-        if v.replica_units > 0:
-            size += free.place(v.replica_units, target - size)
-        else:
-            size = target
-    s.size = size
-    # Growth held back only by the interval: settle() turns this into a wakeup.
-    s.growth_deferred = deferred and size == target and free.fits_one(v.replica_units)

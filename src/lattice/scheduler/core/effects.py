@@ -20,7 +20,12 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from lattice.scheduler.core.events import Admitted, Grown, Preempted, Shrunk, format_time
-from lattice.scheduler.core.order import band_upper_bound
+from lattice.scheduler.core.order import (
+    band_upper_bound,
+    micros,
+    promotion_time,
+    service_time,
+)
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage, Strategy
 
@@ -55,6 +60,7 @@ def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime
     event: Admitted | Grown | Shrunk | None = None
     if not s.held:
         event = Admitted(size=size, min_size=v.min_size, max_size=v.max_size)
+        s.since = now
         if s.updated is None or now > s.updated:
             s.updated = now
     elif size > s.held:
@@ -108,7 +114,7 @@ def waiting_reason(s: JobState, capacity: int) -> str:
             reason += " but no node placement fits"
         return reason
     if s.blocker is not None:
-        return f"Waiting at position {s.position} behind {s.blocker.view.display_name} (StrictFIFO)"
+        return f"Waiting at position {s.position} behind {s.blocker.display_name} (StrictFIFO)"
     reason = f"Waiting at position {s.position}: needs {_units(need)}, {s.free_at_check} free"
     if need <= s.free_at_check:
         reason += " but fragmented across nodes"
@@ -146,10 +152,54 @@ def next_wakeup(
                     times.append(crossing)
         elif s.position is None:
             continue  # not a candidate
-        if las and s.band and not s.aged and s.queued is not None:
-            times.append(s.queued + config.starvation_limit)
+        if las and s.band and s.queued is not None:
+            change = _promotion_change(s, now=now, config=config)
+            if change is not None:
+                times.append(change)
     future = [t for t in times if t > now]
     return min(future) if future else None
+
+
+def _promotion_change(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:
+    """When a candidate in band 1 or above gains or loses its promotion at its planned state
+    (:func:`~lattice.scheduler.core.order.is_promoted`), or ``None``.
+
+    Waiting: at its promotion time. Running since ``a``, holding ``U`` of its ``M`` units at
+    full size: ``credit - K S`` grows at ``K (1 - U / M)`` per second, so it can only gain the
+    promotion. Running without ``admitted_time`` (the waiting rule while its service grows):
+    ``W + t - K (A + U t) / M`` changes sign once at most.
+    """
+    v = s.view
+    full = v.units_at(v.max_size)
+    queued = s.queued
+    if queued is None:
+        return None
+    k = config.slowdown_limit
+    held = v.units_at(s.size) if s.admitted else 0
+    service = service_time(s.attained, full)
+    if not s.admitted:
+        return promotion_time(
+            band=s.band, queued_time=queued, attained=s.attained, units=full, config=config
+        )
+    ratio = held / full if full > 0 else 0.0
+    since = s.since
+    if since is None:  # older status: the waiting rule with service accruing
+        f0 = micros(now - queued) / 1_000_000 - k * service
+        slope = 1.0 - k * ratio
+        if (f0 >= 0) == (slope >= 0) or slope == 0:
+            return None
+        seconds = -f0 / slope
+    else:
+        credit = micros(since - queued) + k * micros(now - since)
+        gap = k * service * 1_000_000 - credit
+        slope = k * (1.0 - ratio)
+        if gap <= 0 or slope <= 0:
+            return None
+        seconds = gap / slope / 1_000_000
+    try:
+        return now + timedelta(microseconds=max(1, math.floor(seconds * 1_000_000)))
+    except OverflowError:
+        return None
 
 
 def _band_crossing(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:

@@ -11,8 +11,10 @@ Contract:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import ClassVar
+
+from lattice.primitives.times import format_time
 
 __all__ = [
     "Admitted",
@@ -27,13 +29,6 @@ __all__ = [
     "format_duration",
     "format_time",
 ]
-
-
-def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC to the second; a naive value is taken as UTC (never as local time)."""
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def format_duration(value: timedelta) -> str:

@@ -10,19 +10,22 @@ Contract:
   ``attained_service`` and ``service_updated_at`` (:data:`ACCOUNTING_FIELDS`) change on every
   pass for a running job; a loop that throttles status writes may treat a decision whose
   changes are all accounting as unchanged.
-- ``Plan.decisions`` iterates in plan-key order; ``Plan.order`` is the scheduling order.
+- ``Plan.decisions`` iterates in plan-key order; ``Plan.order`` is the scheduling order. Both
+  may be computed on first access (:class:`Deferred`); they are the same values either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from lattice.scheduler.core.events import SchedulerEvent
 
-__all__ = ["ACCOUNTING_FIELDS", "STATE_FIELDS", "Decision", "Plan"]
+__all__ = ["ACCOUNTING_FIELDS", "STATE_FIELDS", "Decision", "Deferred", "Plan"]
+
+T = TypeVar("T")
 
 # Decision field -> JobView field, for every persisted field.
 STATE_FIELDS: Mapping[str, str] = {
@@ -36,6 +39,7 @@ STATE_FIELDS: Mapping[str, str] = {
     "last_resize_time": "last_resize_time",
     "attained_service": "attained_service",
     "service_updated_at": "service_updated_at",
+    "admitted_time": "admitted_time",
 }
 
 ACCOUNTING_FIELDS: frozenset[str] = frozenset({"attained_service", "service_updated_at"})
@@ -44,10 +48,10 @@ ACCOUNTING_FIELDS: frozenset[str] = frozenset({"attained_service", "service_upda
 class Decision(NamedTuple):
     """The scheduler's verdict for one job.
 
-    A named tuple rather than a frozen dataclass: a pass builds one for every job (5,000 a pass
-    in the load bench), and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per
-    field) cost 6.6 us against 0.7 us for a named tuple built positionally (2.9 us with
-    keywords, which the core's hot path therefore avoids). Immutable all the same.
+    A named tuple rather than a frozen dataclass: a pass builds one for every job, and a named
+    tuple built positionally is several times cheaper than a frozen dataclass's ``__init__``
+    (and than the same tuple built with keywords, which the core's hot path therefore avoids;
+    figures in docs/performance.md). Immutable all the same.
     """
 
     key: str
@@ -61,6 +65,7 @@ class Decision(NamedTuple):
     last_resize_time: datetime | None
     attained_service: float
     service_updated_at: datetime | None
+    admitted_time: datetime | None
     queue_position: int | None
     reason: str
     events: tuple[SchedulerEvent, ...] = ()
@@ -72,7 +77,23 @@ class Decision(NamedTuple):
         return bool(self.changed_fields)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+class Deferred(Generic[T]):
+    """A value computed by ``compute`` on first :meth:`get`, then kept."""
+
+    __slots__ = ("_compute", "_value")
+
+    def __init__(self, compute: Callable[[], T]) -> None:
+        self._compute: Callable[[], T] | None = compute
+        self._value: T | None = None
+
+    def get(self) -> T:
+        if self._compute is not None:
+            self._value = self._compute()
+            self._compute = None
+        return self._value  # type: ignore[return-value]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class Plan:
     """The result of one pass.
 
@@ -82,10 +103,28 @@ class Plan:
     """
 
     decisions: Mapping[str, Decision]
-    order: tuple[str, ...]
     next_wakeup: datetime | None
     capacity_total: int
     capacity_used: int
+    deferred_order: Deferred[tuple[str, ...]] = field(repr=False, compare=False)
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """Keys of the candidates in scheduling order."""
+        return self.deferred_order.get()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Plan):
+            return NotImplemented
+        return (
+            self.next_wakeup == other.next_wakeup
+            and self.capacity_total == other.capacity_total
+            and self.capacity_used == other.capacity_used
+            and self.order == other.order
+            and dict(self.decisions) == dict(other.decisions)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __getitem__(self, key: str) -> Decision:
         return self.decisions[key]
@@ -99,6 +138,10 @@ class Plan:
 
     def changed_keys(self, *, include_accounting: bool = True) -> tuple[str, ...]:
         """Keys of the changed decisions, in plan-key order."""
+        fast = getattr(self.decisions, "changed_keys", None)
+        if fast is not None:
+            keys: tuple[str, ...] = fast(include_accounting=include_accounting)
+            return keys
         return tuple(
             key
             for key in self.decisions

@@ -40,6 +40,7 @@ class JobState:
         "rank",
         "reason",
         "requeue",
+        "since",
         "size",
         "stage",
         "submit",
@@ -62,6 +63,8 @@ class JobState:
         self.updated = view.service_updated_at
         # Size the job runs at on input: what it holds and accrues service on.
         self.held = view.current_size if view.stage == Stage.RUNNING else 0
+        # When the job was admitted; settle() moves it to now for a job admitted from 0.
+        self.since = view.admitted_time if self.held else None
         self.position: int | None = None
         self.reason = ""
         self.events: list[SchedulerEvent] = []
@@ -72,7 +75,7 @@ class JobState:
         self.unfittable = False
         self.min_shape: Shape = ()
         self.free_at_check = 0
-        self.blocker: JobState | None = None
+        self.blocker: JobView | None = None
         self.growth_deferred = False
         self.grow_at: datetime | None = None
 
@@ -94,9 +97,10 @@ _NAMES = (
     "last_resize_time",
     "attained_service",
     "service_updated_at",
+    "admitted_time",
 )
 _UNCHANGED: frozenset[str] = frozenset()
-if Decision._fields[1:11] != _NAMES:  # pragma: no cover - guards the positional build below
+if Decision._fields[1:12] != _NAMES:  # pragma: no cover - guards the positional build below
     raise ImportError("Decision's persisted fields must follow _NAMES, in order")
 
 
@@ -114,6 +118,7 @@ def to_decision(state: JobState) -> Decision:
         state.last_resize,
         state.attained,
         state.updated,
+        state.since if state.size > 0 else None,
     )
     old = (
         v.stage,
@@ -126,6 +131,7 @@ def to_decision(state: JobState) -> Decision:
         v.last_resize_time,
         v.attained_service,
         v.service_updated_at,
+        v.admitted_time,
     )
     changed = _UNCHANGED
     if new != old:

@@ -15,6 +15,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from lattice.primitives.keys import kind_key as job_key
+
 __all__ = [
     "JobView",
     "NodeView",
@@ -49,36 +51,12 @@ class Stage(enum.StrEnum):
 class SchedulerConfig:
     """Policy knobs. Every duration is a ``timedelta``; service is in unit-seconds.
 
-    ``starvation_limit`` is LAS's aging limit: a job in band 1 or above queued at least this long
-    ago is aged (rule 2 of :mod:`lattice.scheduler.core.core`). 0 ages every job once it leaves
-    band 0 (LAS then serves band 0 first and everything else first come first served).
-
-    Evidence for the defaults (``lattice simulate``, linear speedup, min = ceil(units/2),
-    max = 2 x units, 30 s restarts; ratios to fifo-backfill, avg / p99 JCT; docs/simulate.md).
-    Tuned on five virtual clusters of the Philly trace (0e4a51, 103959, 7f04ca, 2869ce,
-    ed69ec), each at the capacities where fifo-backfill uses about 60, 75 and 90 %:
-
-    - ``strategy`` LeastAttainedService: on 0e4a51 (64/50/40 GPUs) 0.58/0.49/0.75 avg with
-      1.03/1.00/0.97 p99; StrictFIFO 0.77/0.99/1.79 avg, BestEffortFIFO 0.69/0.86/1.59. Under
-      saturation the order in which work is served dominates; a FIFO order cannot beat backfill.
-    - ``starvation_limit`` 3 days, the aging that bounds LAS's tail. Without aging p99 reaches
-      1.43 (0e4a51) and 2.20 (103959). The best fixed limit differs per cluster (it scales with
-      the length of its longest jobs): over the 15 runs, 3 days keeps every p99 <= 1.04
-      (geometric mean of avg 0.67); 10 days 1.56 on 103959 (0.65); 20 days 2.15 (0.60).
-      3 days costs average JCT where jobs run for weeks (7f04ca: 1.05/0.80/0.82 avg vs
-      0.85/0.75/0.82 at 10 days).
-    - Aged jobs grow first only to the middle of their range (rule 4). With the sublinear
-      ``--speedup mix`` on 0e4a51 at 64/40 GPUs, growing them first to their maximum gave
-      0.72/1.04 avg with p99 1.43/1.39; the cap gives 0.47/0.66 with p99 0.95/0.93. With linear
-      speedup it costs at most 0.04 of p99 on 0e4a51 (without any growth first, aged jobs ran
-      at their minimum and p99 was 1.27-1.40 at 64 GPUs).
-    - ``resize_interval`` 30 s: JCT was identical from 0 to 1800 s and resizes per job 1.5-2.1
-      at every value (30 s guards against flapping the simulator does not model).
-    - ``las_first_band``/``las_band_multiplier``/``las_bands`` 1 unit-hour, x10, 4 bands: with
-      aging, 2 to 6 bands changed avg JCT by at most 0.01 (without it, 6 bands x4: 0.50 at 40 GPUs
-      for 1.31 p99). These two were measured on 0e4a51 with the earlier 10-day limit and
-      uncapped growth of aged jobs, not again since.
-    - ``cooldown_max`` is Lattice's historical flat cooldown (3 h), used as the backoff cap.
+    ``slowdown_limit`` is LAS's starvation guard: a job in band 1 or above whose time since
+    ``queued_time`` is at least this multiple of its service time (attained service over its
+    units at full size) is promoted (:mod:`lattice.scheduler.core.order`). The LAS bands start
+    at ``las_first_band`` unit-seconds and grow by ``las_band_multiplier``; ``las_bands`` counts
+    them (the last is open). ``cooldown_base`` doubles per requeue up to ``cooldown_max``. The
+    evidence for each default is in docs/simulate.md.
     """
 
     strategy: Strategy = Strategy.LEAST_ATTAINED_SERVICE
@@ -86,16 +64,18 @@ class SchedulerConfig:
     pending_timeout: timedelta = timedelta(minutes=5)
     cooldown_base: timedelta = timedelta(seconds=60)
     cooldown_max: timedelta = timedelta(hours=3)
-    starvation_limit: timedelta = timedelta(days=3)
+    slowdown_limit: float = 4.0
     las_first_band: float = 3600.0
     las_band_multiplier: float = 10.0
     las_bands: int = 4
 
     def __post_init__(self) -> None:
         zero = timedelta(0)
-        for name in ("resize_interval", "pending_timeout", "starvation_limit"):
+        for name in ("resize_interval", "pending_timeout"):
             if getattr(self, name) < zero:
                 raise ValueError(f"{name} must not be negative")
+        if not self.slowdown_limit >= 0:
+            raise ValueError("slowdown_limit must not be negative")
         if self.cooldown_base <= zero or self.cooldown_max < self.cooldown_base:
             raise ValueError("need 0 < cooldown_base <= cooldown_max")
         if self.las_first_band <= 0 or self.las_band_multiplier <= 1 or self.las_bands < 1:
@@ -115,11 +95,6 @@ class NodeView:
     free_units: int
 
 
-def job_key(*, kind: str, namespace: str, name: str) -> str:
-    """The conventional plan key of a job, ``"Kind/namespace/name"``."""
-    return f"{kind}/{namespace}/{name}"
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobView:
     """What the scheduler needs to know about one job, any kind.
@@ -127,6 +102,11 @@ class JobView:
     ``pending_since`` is the earliest time a pod of this job has been Pending, as observed by
     the loop (``None`` if no pod is pending); it is only read while the job is ``Running``.
     ``attained_service`` is in unit-seconds, accrued up to ``service_updated_at``.
+    ``admitted_time`` is when the job last went from holding nothing to running (``None`` while it
+    holds nothing); it orders incumbents among jobs that tie on the policy's keys.
+    ``preemptible_within_priority``: a running job with ``min_size == max_size`` may be stopped
+    for a job of its own priority only when this is set (it checkpoints, so a restart loses
+    little); elastic jobs (``min_size < max_size``) always may. Higher priority always may.
     """
 
     key: str
@@ -150,8 +130,10 @@ class JobView:
     pending_since: datetime | None = None
     attained_service: float = 0.0
     service_updated_at: datetime | None = None
+    admitted_time: datetime | None = None
     suspended: bool = False
     finished: bool = False
+    preemptible_within_priority: bool = False
 
     @property
     def display_name(self) -> str:

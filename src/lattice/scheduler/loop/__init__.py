@@ -1,11 +1,15 @@
 """The scheduler loop: snapshot the informer caches, run the pure core, persist the plan.
 
 Contract: :class:`SchedulerLoop` is the only impure part of scheduling. It reads the caches
-(never the API), calls ``lattice.scheduler.core.schedule`` with a whole-second ``now``, and
-writes each job's scheduler block through the status subresource (kind reconcilers turn
-``currentSize`` into pods). :mod:`~lattice.scheduler.loop.snapshot` holds the pure translation
-between cached objects and core values; :mod:`~lattice.scheduler.loop.context` builds the
-plugins' ``OperatorContext`` and the core's ``SchedulerConfig`` from ``Settings``.
+(never the API), calls ``lattice.scheduler.core.schedule``, and writes each job's scheduler
+block through the status subresource, as that block's one writer (kind reconcilers turn
+``currentSize`` into pods). This package's names below are its public API (the controllers and
+the composition root import nothing else from it). Inside: ``runner`` (the pass, in numbered
+steps), ``triggers``, ``collect`` and ``memo`` (view collection), ``policy`` (the pure write
+policy), ``terminal`` (a finished job's block), ``writer`` (status patches, read-your-writes,
+events), ``ranking`` (the resize band), ``snapshot`` (the pure translation between cached
+objects and core values), ``context`` (the plugins' ``OperatorContext`` and the core's
+``SchedulerConfig`` from ``Settings``) and ``options`` (the constructor groups).
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ from lattice.scheduler.loop.context import (
     read_node_selector,
     scheduler_config,
 )
-from lattice.scheduler.loop.runner import RESIZE_BAND, STAGE_LABELS, SchedulerLoop
+from lattice.scheduler.loop.options import LoopServices, LoopSources, LoopTuning
+from lattice.scheduler.loop.ranking import RESIZE_BAND, URGENT_FOR
+from lattice.scheduler.loop.runner import STAGE_LABELS, SchedulerLoop
 from lattice.scheduler.loop.snapshot import (
     Invalid,
-    floor_now,
     format_time,
     is_finished,
     job_view,
@@ -28,15 +33,19 @@ from lattice.scheduler.loop.snapshot import (
     parse_time,
     status_fields,
     takes_capacity,
+    utc_now,
 )
 
 __all__ = [
     "RESIZE_BAND",
     "STAGE_LABELS",
+    "URGENT_FOR",
     "ContextSource",
     "Invalid",
+    "LoopServices",
+    "LoopSources",
+    "LoopTuning",
     "SchedulerLoop",
-    "floor_now",
     "format_time",
     "is_finished",
     "job_view",
@@ -48,4 +57,5 @@ __all__ = [
     "scheduler_config",
     "status_fields",
     "takes_capacity",
+    "utc_now",
 ]

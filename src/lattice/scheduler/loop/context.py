@@ -13,8 +13,7 @@ Contract:
   ``"TrainingRuntime/<ns>/<name>"`` / ``"ClusterTrainingRuntime//<name>"`` (the kind comes from
   the informer's resource). It does no I/O and costs O(PriorityClasses + runtimes).
 - ``scheduler_config(settings)`` maps the scheduling settings (seconds) onto ``SchedulerConfig``.
-  The cooldowns are rounded up to whole seconds: ``cooldownTime`` = now + cooldown persists at
-  second precision, and must equal what the core decided.
+  The cooldowns are rounded up to whole seconds, as the seed operator counted them.
 """
 
 from __future__ import annotations
@@ -79,7 +78,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         pending_timeout=timedelta(seconds=settings.pending_timeout),
         cooldown_base=timedelta(seconds=math.ceil(settings.cooldown_base)),
         cooldown_max=timedelta(seconds=math.ceil(settings.cooldown_max)),
-        starvation_limit=timedelta(seconds=settings.starvation_limit),
+        slowdown_limit=settings.slowdown_limit,
     )
 
 

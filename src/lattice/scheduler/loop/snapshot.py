@@ -2,11 +2,12 @@
 
 Contract (no I/O, no clock, no logging; every function is deterministic in its arguments):
 
-- Times: status times are RFC 3339 strings written at second precision
-  (``%Y-%m-%dT%H:%M:%SZ``). :func:`parse_time` reads any RFC 3339 string to an aware UTC
-  datetime (unparseable -> ``None``); :func:`format_time` writes one. Because only whole seconds
-  persist, the loop calls the core with :func:`floor_now` (``now`` truncated to the second):
-  what is persisted is then exactly what was decided, and a restarted operator reproduces it.
+- Times: the scheduler's status times are RFC 3339 strings at microsecond precision, as
+  ``metav1.MicroTime`` writes them (``%Y-%m-%dT%H:%M:%S.%fZ``), so that jobs arriving within
+  the same second keep their arrival order. :func:`parse_time` reads any RFC 3339 string to an
+  aware UTC datetime (unparseable -> ``None``); :func:`format_time` writes one. The loop calls
+  the core with :func:`utc_now` (``now`` in UTC, microseconds kept): what is persisted is then
+  exactly what was decided, and a restarted operator reproduces it.
 - :func:`node_views`: a node counts when it is Ready, not ``spec.unschedulable``, has no taint
   with effect ``NoSchedule`` or ``NoExecute`` (other taints are ignored) and carries every
   node-selector pair as a label. *GPU mode* (``scheduling_unit`` is a resource name): free units
@@ -15,8 +16,9 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   when a foreign pod bound to it requests an extended resource (a resource name containing
   ``/``, e.g. ``nvidia.com/gpu``); pods requesting only cpu/memory (DaemonSets) never take a node.
 - :func:`job_view`: parse through the plugin (``InvalidJob`` -> :class:`Invalid`, which the loop
-  skips: the kind reconciler marks the job Wrong; ``JobNotReady``, e.g. a TrainJob whose runtime
-  does not exist yet, is skipped likewise while the reconciler shows it waiting); the scheduler
+  does not schedule: the kind reconciler records a Failed condition, from which the loop writes
+  stage Wrong; ``JobNotReady``, e.g. a TrainJob whose runtime does not exist yet, is skipped
+  likewise while the reconciler shows it waiting); the scheduler
   state is read at ``plugin.scheduling_path`` (missing fields take the ``JobView`` defaults).
   ``finished``: stage Completed, Wrong or Cancelled, a True ``Succeeded``/``Failed``/``Complete``
   condition in the ``conditions`` list at ``plugin.exec_path``, or a deletion in progress (a job
@@ -29,8 +31,8 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   first :data:`SHOWN_POSITIONS` waiting jobs only (:func:`shown_position`): a job further back
   has none, so that one admission does not rewrite thousands of statuses. ``lastExecTime``
   becomes ``now`` when the size goes from 0 to more, and is carried over otherwise.
-  ``reason``/``message`` are left to the kind reconciler. :func:`status_patch` nests it at the
-  plugin's path for a merge patch.
+  The fields of a finished job come from :mod:`~lattice.scheduler.loop.terminal`.
+  :func:`status_patch` nests it at the plugin's path for a merge patch.
 - Trigger relevance: an informer update matters to the scheduler only when the object's
   signature changes. :func:`job_signature`: uid, spec, labels, annotations and whether it is
   finished (so the scheduler's own status writes are not a change). :func:`pod_signature`:
@@ -42,11 +44,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from lattice.api.base import format_time as _format_time
-from lattice.api.base import parse_time as _parse_time
+from lattice.api.constants import ANNOTATION_CHECKPOINTING
 from lattice.frameworks.base import (
     Demand,
     InvalidJob,
@@ -55,6 +56,9 @@ from lattice.frameworks.base import (
     OperatorContext,
     PinsInputs,
 )
+from lattice.primitives.paths import get_path
+from lattice.primitives.times import format_micro_time
+from lattice.primitives.times import parse_opt_time as parse_time
 from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
 from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
 
@@ -64,8 +68,6 @@ __all__ = [
     "SHOWN_POSITIONS",
     "TERMINAL_CONDITIONS",
     "Invalid",
-    "ceil_second",
-    "floor_now",
     "format_time",
     "get_path",
     "is_finished",
@@ -81,13 +83,14 @@ __all__ = [
     "status_fields",
     "status_patch",
     "takes_capacity",
+    "utc_now",
     "with_status",
 ]
 
 #: How many waiting jobs get a persisted ``queuePosition``: the head of the queue, as Kueue's
 #: ClusterQueue status listed its first ``maxCount`` (default 10) pending workloads. Each shown
-#: position costs a status write whenever it moves: with 100 shown, a busy queue (the
-#: scheduler-heavy bench) spent ~2,150 of its ~8,600 scheduler writes on positions alone.
+#: position costs a status write whenever it moves; with 100 shown, a busy queue spent a
+#: quarter of the scheduler's writes on positions alone (docs/performance.md).
 SHOWN_POSITIONS = 10
 BLOCKING_TAINT_EFFECTS: frozenset[str] = frozenset({"NoSchedule", "NoExecute"})
 FINISHED_STAGES: frozenset[str] = frozenset({Stage.COMPLETED, Stage.WRONG, "Cancelled"})
@@ -98,33 +101,16 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # --------------------------------------------------------------------------- time
 
 
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 string (or an aware datetime) as aware UTC; ``None`` when absent or invalid."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return _parse_time(value)
-    except ValueError:
-        return None
-
-
 def format_time(value: datetime | None) -> str | None:
-    """``%Y-%m-%dT%H:%M:%SZ`` in UTC (sub-seconds dropped); ``None`` stays ``None``."""
-    return None if value is None else _format_time(value)
+    """``%Y-%m-%dT%H:%M:%S.%fZ`` in UTC (a ``MicroTime``); ``None`` stays ``None``."""
+    return None if value is None else format_micro_time(value)
 
 
-def floor_now(now: datetime) -> datetime:
-    """``now`` in UTC, truncated to the whole second (what a status time can hold)."""
+def utc_now(now: datetime) -> datetime:
+    """``now`` in UTC, to the microsecond (what a status time holds)."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
-    return now.astimezone(UTC).replace(microsecond=0)
-
-
-def ceil_second(t: datetime) -> datetime:
-    """``t`` rounded up to the whole second (a wakeup no earlier than ``t`` on a floored clock)."""
-    return t.replace(microsecond=0) + timedelta(seconds=1) if t.microsecond else t
+    return now.astimezone(UTC)
 
 
 # --------------------------------------------------------------------------- nodes
@@ -189,16 +175,6 @@ class Invalid:
     message: str
 
 
-def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Mapping[str, Any]:
-    """The mapping at ``path`` below ``obj``; an empty mapping where any step is missing."""
-    node: Any = obj
-    for step in path:
-        node = node.get(step) if isinstance(node, Mapping) else None
-        if node is None:
-            return {}
-    return node if isinstance(node, Mapping) else {}
-
-
 def _int(value: Any) -> int:
     if isinstance(value, bool):
         return 0
@@ -253,7 +229,7 @@ def job_demand(
 ) -> Demand | Invalid:
     """The plugin's demand for one job object (parse, then demand), or :class:`Invalid`.
 
-    This is the costly part of :func:`job_view` (about 1 ms for an MPIJob).
+    This is the costly part of :func:`job_view` (docs/performance.md), which the loop memoises.
     """
     meta = obj.get("metadata") or {}
     key = job_key(
@@ -319,8 +295,11 @@ def job_view(
         pending_since=_pending_since(pods) if stage == Stage.RUNNING else None,
         attained_service=_float(state.get("attainedService")),
         service_updated_at=parse_time(state.get("serviceUpdatedTime")),
+        admitted_time=parse_time(state.get("admittedTime")),
         suspended=demand.suspended,
         finished=is_finished(obj, plugin),
+        preemptible_within_priority=demand.preemptible_within_priority
+        or (meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINTING) == "true",
     )
 
 
@@ -352,6 +331,7 @@ def status_fields(
         "serviceUpdatedTime": format_time(decision.service_updated_at),
         "lastExecTime": format_time(now) if started else previous.get("lastExecTime"),
         "lastResizeTime": format_time(decision.last_resize_time),
+        "admittedTime": format_time(decision.admitted_time),
         "lastDecision": decision.reason,
     }
 
@@ -364,13 +344,15 @@ def shown_position(decision: Decision) -> int | None:
 
 
 def status_patch(
-    path: Sequence[str], fields: Mapping[str, Any], *, resource_version: str
+    path: Sequence[str], fields: Mapping[str, Any], *, resource_version: str | None = None
 ) -> dict[str, Any]:
-    """The merge-patch body writing ``fields`` at ``path``, guarded by ``resource_version``."""
+    """The merge-patch body writing ``fields`` at ``path``; guarded by ``resource_version``
+    when one is given (the scheduler gives none: it is the one writer of its fields)."""
     body: dict[str, Any] = dict(fields)
     for step in reversed(path):
         body = {step: body}
-    body["metadata"] = {"resourceVersion": resource_version}
+    if resource_version is not None:
+        body["metadata"] = {"resourceVersion": resource_version}
     return body
 
 

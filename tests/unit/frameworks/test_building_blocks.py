@@ -1,4 +1,5 @@
-"""The shared pod helpers: names, labels, owner references, env, placement, Services, units and
+"""The building blocks every plugin shares (``naming``, ``manifests``, ``podspec``, ``units``,
+``failures``, ``kubeflow``): names, labels, owner references, env, placement, Services, units and
 failure classification. Pods are read through ``lattice.runtime.projections.pod_info`` so the
 helpers are checked against the real ``PodView`` the informer cache serves.
 """
@@ -13,28 +14,27 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
 
 from lattice.frameworks.base import MANAGED_LABEL, Problem
-from lattice.frameworks.pods import (
-    child_name,
-    container_port,
-    container_units,
+from lattice.frameworks.failures import (
     exit_code,
-    headless_service,
     is_disrupted,
     is_retryable_exit_code,
     must_recreate,
-    owner_reference,
+)
+from lattice.frameworks.kubeflow import validation_problems
+from lattice.frameworks.manifests import (
+    container_port,
+    headless_service,
     pod_manifest,
-    pod_restart_policy,
-    quantity_units,
-    replica_labels,
-    replica_selector,
     service_ports,
-    unit_problems,
-    validation_problems,
+)
+from lattice.frameworks.naming import child_name, owner_reference, replica_labels, replica_selector
+from lattice.frameworks.podspec import (
+    pod_restart_policy,
     with_env,
     with_exclusive_node,
     with_node_selector,
 )
+from lattice.frameworks.units import container_units, quantity_units, unit_problems
 from lattice.runtime.projections import pod_info
 
 Obj = dict[str, Any]

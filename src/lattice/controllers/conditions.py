@@ -1,0 +1,159 @@
+"""The Kubeflow conditions a reconcile sets on its working ``Step``, and the events and counters
+that go with them (recorded only after the status write that carries them).
+
+Contract: each function edits ``step.exec``/``step.sched`` and appends to ``step.events`` and
+``step.counters``; none reads a cache or writes. Reasons are ``<Kind><Condition>``; messages come
+from the plugin's :class:`Messages`.
+
+- ``mark_wrong``: once, a ``Failed`` condition ``<Kind>FailedValidation`` (the problems in the
+  message) with its Warning event; the scheduler writes stage ``Wrong`` (reason ``InvalidSpec``)
+  from it.
+- ``mark_not_ready``: ``Created=False`` with the exception's reason and message; a Warning
+  event only when that condition changed.
+- ``mark_created``: ``Created=True`` once (an event when the kind words one).
+- ``mark_finished``: ``Failed`` or ``Succeeded``, preceded, for a kind that words it, by
+  ``Running=False`` on a job never Running.
+- ``mark_restarting``: ``Restarting=True`` and an ``ExitedWithCode`` event per recreated pod
+  the kind words.
+- ``mark_running``: ``Running=True`` (an event when it turns True and the kind words one).
+- ``suspension``: the user's ``suspend``: ``Suspended=True`` and ``Running=False`` with reason
+  ``<Kind>Suspended`` (``startTime`` cleared), and ``Suspended=False``/``<Kind>Resumed`` after.
+- ``preemption``: a started job the scheduler stopped shows ``Suspended=True``/``Preempted``
+  (kinds whose ``preempted_condition`` is ``Suspended``) and ``Running=False``/``<Kind>Waiting``;
+  ``Suspended=False``/``<Kind>Resumed`` once it holds replicas again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lattice.controllers.jobstatus import PREEMPTED, Step, condition_reason, condition_true
+from lattice.frameworks.base import InvalidJob, JobNotReady, Messages, PodView
+
+__all__ = [
+    "CREATED",
+    "FAILED",
+    "RESTARTED",
+    "SUCCESSFUL",
+    "mark_created",
+    "mark_finished",
+    "mark_not_ready",
+    "mark_restarting",
+    "mark_running",
+    "mark_wrong",
+    "preemption",
+    "suspension",
+]
+
+#: What a reconcile counts (``Step.counters``), mapped to metric families by ``lattice
+#: .controllers.write``.
+CREATED, SUCCESSFUL, FAILED, RESTARTED = "created", "successful", "failed", "restarted"
+
+
+def mark_wrong(step: Step, kind: str, exc: InvalidJob) -> None:
+    message = f"invalid {kind}: {exc}"
+    if not condition_true(step.exec, "Failed"):
+        step.condition("Failed", True, f"{kind}FailedValidation", message)
+        step.events.append(("Warning", f"{kind}FailedValidation", message))
+        step.counters.append(FAILED)
+
+
+def mark_not_ready(step: Step, exc: JobNotReady) -> None:
+    before = [c for c in step.exec.get("conditions") or () if c.get("type") == "Created"]
+    step.condition("Created", False, exc.reason, exc.message)
+    after = [c for c in step.exec.get("conditions") or () if c.get("type") == "Created"]
+    changed = [(c.get("status"), c.get("reason"), c.get("message")) for c in before] != [
+        (c.get("status"), c.get("reason"), c.get("message")) for c in after
+    ]
+    if changed:
+        step.events.append(("Warning", exc.reason, exc.message))
+
+
+def mark_created(step: Step, words: Messages) -> None:
+    if condition_true(step.exec, "Created"):
+        return
+    kind, ns, name = words.kind, step.ref.namespace, step.ref.name
+    msg = words.created(ns, name)
+    step.condition("Created", True, f"{kind}Created", msg)
+    if words.created_event:
+        step.events.append(("Normal", f"{kind}Created", msg))
+    step.counters.append(CREATED)
+
+
+def mark_finished(step: Step, words: Messages, *, failed: str | None, reason: str) -> None:
+    """``Failed`` (``failed`` is the message) or, when ``failed`` is None, ``Succeeded``."""
+    kind, ns, name = words.kind, step.ref.namespace, step.ref.name
+    never = words.never_running(ns, name)
+    if never is not None and not any(
+        c.get("type") == "Running" for c in step.exec.get("conditions") or ()
+    ):
+        step.condition("Running", False, f"{kind}Running", never)
+    if failed is not None:
+        step.condition("Failed", True, reason, failed)
+        step.events.append((words.failed_event_type, reason, failed))
+        step.counters.append(FAILED)
+    else:
+        msg = words.succeeded(ns, name)
+        step.condition("Succeeded", True, f"{kind}Succeeded", msg)
+        step.events.append(("Normal", f"{kind}Succeeded", msg))
+        step.counters.append(SUCCESSFUL)
+
+
+def mark_restarting(step: Step, words: Messages, recreated: Sequence[PodView]) -> None:
+    kind, ns, name = words.kind, step.ref.namespace, step.ref.name
+    for pod in recreated:
+        note = words.exited(ns, pod)
+        if note is not None:
+            step.events.append(("Normal", "ExitedWithCode", note))
+    msg = words.restarting(ns, name, recreated)
+    step.condition("Restarting", True, f"{kind}Restarting", msg)
+    step.events.append(("Warning", f"{kind}Restarting", msg))
+    step.counters.append(RESTARTED)
+
+
+def mark_running(step: Step, words: Messages) -> None:
+    kind, ns, name = words.kind, step.ref.namespace, step.ref.name
+    was_running = condition_true(step.exec, "Running")
+    step.condition("Running", True, f"{kind}Running", words.running(ns, name))
+    note = words.running_event(ns, name)
+    if note is not None and not was_running:
+        step.events.append(("Normal", f"{kind}Running", note))
+
+
+def suspension(step: Step, words: Messages, *, suspended: bool) -> None:
+    kind, ns, name = words.kind, step.ref.namespace, step.ref.name
+    user_suspended = condition_reason(step.exec, "Suspended") == f"{kind}Suspended"
+    if suspended and not user_suspended:
+        msg = words.suspended(ns, name)
+        if condition_true(step.exec, "Running"):
+            running = words.suspended_running(ns, name)
+            step.condition("Running", False, f"{kind}Suspended", running)
+        step.condition("Suspended", True, f"{kind}Suspended", msg)
+        step.exec.pop("startTime", None)
+        step.events.append(("Normal", f"{kind}Suspended", msg))
+    elif not suspended and user_suspended and condition_true(step.exec, "Suspended"):
+        msg = words.resumed(ns, name)
+        step.condition("Suspended", False, f"{kind}Resumed", msg)
+        step.events.append(("Normal", f"{kind}Resumed", msg))
+
+
+def preemption(
+    step: Step, *, kind: str, shows: str, size: int, suspended: bool, had_pods: bool
+) -> None:
+    """Show that the scheduler stopped (or resumed) a job that had started: one whose Running
+    condition is True, or one moved to Waiting while its ``startTime`` (set with its pods) was
+    still stored. A job released for pods pending too long goes to RequeueCooldown instead, and
+    is not shown as preempted. ``shows`` is the plugin's ``preempted_condition``."""
+    ref = step.ref
+    preempted = condition_reason(step.exec, "Suspended") == PREEMPTED
+    started = condition_true(step.exec, "Running") or (
+        had_pods and step.sched.get("stage") == "Waiting"
+    )
+    if size == 0 and not suspended and started:
+        msg = f"{kind} {ref.namespace}/{ref.name} holds no replicas: waiting for the scheduler."
+        if shows == "Suspended":
+            step.condition("Suspended", True, PREEMPTED, msg)
+        step.condition("Running", False, f"{kind}Waiting", msg)
+    elif size > 0 and preempted:
+        msg = f"{kind} {ref.namespace}/{ref.name} is resumed by the scheduler."
+        step.condition("Suspended", False, f"{kind}Resumed", msg)

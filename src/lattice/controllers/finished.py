@@ -1,0 +1,98 @@
+"""The clean-up of a finished job, and the stop of a job failed by its run policy.
+
+Contract:
+- A finished job (Succeeded or Failed condition) keeps stage ``Completed`` and size 0, and its
+  ``completionTime`` (the stored one, else now) in both status blocks.
+- ``cleanPodPolicy``: All deletes every pod; Running the pods still Pending or Running; None
+  none. With the pods go the Services per the kind's ``service_cleanup`` (All of them;
+  WithPods the Service named like each deleted pod; None keeps them).
+- ``ttlSecondsAfterFinished``: the job is deleted that long after its completion time (a
+  ``NotFound`` is success); before, the seconds left are returned for a requeue.
+- ``stop_all`` deletes every live pod and every Service of the job (a job failed for its
+  deadline or backoffLimit, once that failure is written).
+Deletes go through ``ChildSync.delete_all`` (expectations first, failures absorbed into the
+step); nothing here writes status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from datetime import timedelta
+
+import structlog
+
+from lattice.controllers.children import ChildSync
+from lattice.controllers.jobstatus import Step, fmt, parse_opt_time
+from lattice.controllers.owned import OwnedChildren
+from lattice.frameworks.base import RunPolicyView
+from lattice.kube import KubeClient, NotFound
+from lattice.kube.resources import PODS, SERVICES, Resource
+from lattice.runtime.projections import PodInfo
+
+__all__ = ["Cleanup"]
+
+log = structlog.get_logger(__name__)
+
+
+class Cleanup:
+    """Deletes what a finished or stopped job no longer needs, the job itself after its TTL."""
+
+    def __init__(
+        self, *, owned: OwnedChildren, sync: ChildSync, client: KubeClient, resource: Resource
+    ) -> None:
+        self._owned = owned
+        self._sync = sync
+        self._client = client
+        self._res = resource
+
+    async def finished(self, step: Step, policy: RunPolicyView) -> float | None:
+        """Clean up a finished job; the seconds until its TTL deletion, or None."""
+        ref = step.ref
+        ns, name = ref.namespace, ref.name
+        completion = parse_opt_time(step.exec.get("completionTime")) or parse_opt_time(
+            step.sched.get("completionTime")
+        )
+        if completion is None:
+            completion = step.now
+        step.exec.setdefault("completionTime", fmt(completion))
+        if policy.clean_pod_policy != "None":
+            doomed = [
+                p.name
+                for p in self._owned.pods(ref)
+                if p.deletion_timestamp is None
+                and (policy.clean_pod_policy == "All" or p.phase in ("Pending", "Running"))
+            ]
+            await self._delete(step, "pods", PODS, doomed)
+            if policy.service_cleanup != "None":
+                services = [
+                    e.name
+                    for e in self._owned.services(ref).values()
+                    if not e.deleting and (policy.service_cleanup == "All" or e.name in doomed)
+                ]
+                await self._delete(step, "services", SERVICES, services)
+        if policy.ttl_seconds_after_finished is None:
+            return None
+        expire = completion + timedelta(seconds=policy.ttl_seconds_after_finished)
+        if step.now >= expire:
+            with contextlib.suppress(NotFound):
+                await self._client.delete(self._res, name, namespace=ns, uid=ref.uid)
+            log.info("job.ttl_deleted", ttl=policy.ttl_seconds_after_finished)
+            return None
+        return (expire - step.now).total_seconds()
+
+    async def stop_all(self, step: Step, live: Sequence[PodInfo]) -> None:
+        await self._delete(step, "pods", PODS, [p.name for p in live])
+        services = self._owned.services(step.ref)
+        await self._delete(
+            step, "services", SERVICES, [e.name for e in services.values() if not e.deleting]
+        )
+
+    async def delete_pods(self, step: Step, names: Sequence[str]) -> None:
+        """Delete the named pods (failed pods being recreated)."""
+        await self._delete(step, "pods", PODS, names)
+
+    async def _delete(self, step: Step, what: str, res: Resource, names: Sequence[str]) -> None:
+        ref = step.ref
+        exp_key = self._owned.exp_key(ref.namespace, ref.name, what)
+        step.absorb(await self._sync.delete_all(job=ref, exp_key=exp_key, res=res, names=names))

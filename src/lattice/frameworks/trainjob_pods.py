@@ -1,0 +1,296 @@
+"""TrainJob's pods: JobSet's layout of a runtime's replicatedJobs (names, completion indexes,
+labels), with the torch and MPI policies (``lattice.frameworks.policies``) applied to it.
+
+Contract (pure; see ``lattice.frameworks.trainjob`` for the rules in full):
+- ``pod_name``: ``<tj>-<rjob>-<job index>-<pod index>``, the pod name and hostname JobSet gives.
+- ``pod_slots(job, size, initializers=)``: every desired pod (``Slot``) at ``size``, the scaled
+  replicatedJob taking what the fixed ones leave (``pod_counts``); ``full_size`` is the largest.
+- ``build_pods``: the pod manifests of slots: the runtime's template with the operator's
+  placement, ``JOB_COMPLETION_INDEX``, the JobSet, batch and Kubeflow labels and annotations, the
+  initializer volume mounted where an initializer writes, and the ML policy: torch's env on the
+  trainer (Trainer's variable order), MPI's ssh volume on launcher and nodes, the hostfile and
+  OpenMPI env (Trainer's order) on the launcher.
+- ``hostfile``: the MPI hostfile (OpenMPI format) over the node pods, the launcher first with
+  runLauncherAsNode.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lattice.api.constants import (
+    LABEL_JOB_NAME,
+    LABEL_OPERATOR_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    TRAINJOB,
+)
+from lattice.frameworks.base import MANAGED_LABEL, OperatorContext, PodView
+from lattice.frameworks.manifests import pod_manifest
+from lattice.frameworks.naming import job_owner
+from lattice.frameworks.podspec import with_placement
+from lattice.frameworks.policies import mpi, torch
+from lattice.frameworks.trainjob_plans import (
+    ANCESTOR_DATASET,
+    ANCESTOR_MODEL,
+    DATASET_MOUNT_PATH,
+    INITIALIZER_VOLUME,
+    LAUNCHER,
+    MODEL_MOUNT_PATH,
+    NODE,
+    ReplicatedJobPlan,
+    ResolvedJob,
+    main_container,
+    upsert,
+)
+
+__all__ = [
+    "INDEX_REF",
+    "LABEL_COMPLETION_INDEX",
+    "LABEL_JOBSET_NAME",
+    "LABEL_REPLICATED_JOB",
+    "MASTER_PORT",
+    "OPERATOR_NAME",
+    "Slot",
+    "build_pods",
+    "fixed_jobs",
+    "full_size",
+    "hostfile",
+    "initializers_succeeded",
+    "owner_of",
+    "pod_counts",
+    "pod_name",
+    "pod_slots",
+]
+
+Obj = dict[str, Any]
+
+#: ``training.kubeflow.org/operator-name`` of TrainJob pods.
+OPERATOR_NAME = "trainjob-controller"
+MASTER_PORT = 29500
+LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+_JOBSET = "jobset.sigs.k8s.io/"
+INDEX_REF = {"fieldRef": {"fieldPath": f"metadata.annotations['{LABEL_COMPLETION_INDEX}']"}}
+_SSH_VOLUME, _HOSTFILE_VOLUME = "mpi-ssh-auth", "mpi-hostfile"
+#: The torch policy's variables on the trainer, in Trainer's order.
+_TRAINER_TORCH = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "PET_RDZV_BACKEND",
+    "PET_RDZV_ENDPOINT",
+    "PET_RDZV_ID",
+    "PET_MAX_RESTARTS",
+)
+#: The OpenMPI launcher variables, in Trainer's order.
+_TRAINER_OPENMPI = (
+    "OMPI_MCA_orte_default_hostfile",
+    "OMPI_MCA_orte_keep_fqdn_hostnames",
+    "OMPI_MCA_orte_set_default_slots",
+    "OMPI_MCA_plm_rsh_args",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One desired pod: Job ``job`` of replicatedJob ``rjob``, completion index ``index``."""
+
+    rjob: ReplicatedJobPlan
+    job: int
+    index: int
+    name: str
+
+
+def pod_name(job: ResolvedJob, rjob: str, job_index: int, index: int) -> str:
+    """``<tj>-<rjob>-<job index>-<pod index>``, the pod name and hostname JobSet gives."""
+    return f"{job.name}-{rjob}-{job_index}-{index}"
+
+
+def pod_counts(job: ResolvedJob, size: int) -> dict[str, int]:
+    """Pods per Job of every replicatedJob at ``size`` (the scaled job takes what is left)."""
+    fixed = sum(r.replicas * r.parallelism for r in fixed_jobs(job))
+    return {
+        r.name: max(size - fixed, 0) if r.name == job.scaled else r.parallelism
+        for r in job.replicated_jobs
+    }
+
+
+def fixed_jobs(job: ResolvedJob) -> list[ReplicatedJobPlan]:
+    return [r for r in job.replicated_jobs if not r.initializer and r.name != job.scaled]
+
+
+def full_size(job: ResolvedJob) -> int:
+    return sum(r.replicas * r.parallelism for r in fixed_jobs(job)) + job.max_nodes
+
+
+def pod_slots(job: ResolvedJob, size: int, *, initializers: bool) -> Iterator[Slot]:
+    counts = pod_counts(job, size)
+    for r in job.replicated_jobs:
+        if r.initializer == initializers:
+            for j in range(r.replicas):
+                for i in range(counts[r.name]):
+                    yield Slot(r, j, i, pod_name(job, r.name, j, i))
+
+
+def hostfile(job: ResolvedJob, *, size: int | None = None) -> str:
+    """The MPI ``hostfile`` at ``size`` (default: the full size): one line per node pod."""
+    if job.mpi is None:
+        return ""
+    counts = pod_counts(job, size or full_size(job))
+    hosts = [LAUNCHER] if job.mpi.run_launcher_as_node else []
+    names = [
+        f"{pod_name(job, r.name, 0, i)}.{job.subdomain}"
+        for r in job.replicated_jobs
+        if r.name in (*hosts, NODE)
+        for i in range(counts[r.name])
+    ]
+    return mpi.hostfile(names, slots=job.mpi.slots, implementation=mpi.OPENMPI)
+
+
+def initializers_succeeded(job: ResolvedJob, pods: Sequence[PodView]) -> bool:
+    """Whether every initializer pod exists, undeleted, and Succeeded (True without any)."""
+    done = {p.name for p in pods if p.deletion_timestamp is None and p.phase == "Succeeded"}
+    return all(s.name in done for s in pod_slots(job, 0, initializers=True))
+
+
+def owner_of(job: ResolvedJob) -> Obj:
+    return job_owner(TRAINJOB, job.trainjob.metadata)
+
+
+def build_pods(
+    job: ResolvedJob, slots: Iterator[Slot], *, owner: Obj, ctx: OperatorContext
+) -> tuple[Obj, ...]:
+    specs: dict[str, Obj] = {}
+    total = sum(r.replicas for r in job.replicated_jobs)
+    offsets, seen = {}, 0
+    for r in job.replicated_jobs:
+        offsets[r.name], seen = seen, seen + r.replicas
+    pods: list[Obj] = []
+    for slot in slots:
+        r = slot.rjob
+        if r.name not in specs:
+            specs[r.name] = with_placement(_spec(job, r), ctx)
+        job_name = f"{job.name}-{r.name}-{slot.job}"
+        key = hashlib.sha1(f"{job.namespace or ''}/{job_name}".encode()).hexdigest()
+        jobset = {
+            f"{_JOBSET}jobset-name": job.name,
+            f"{_JOBSET}replicatedjob-name": r.name,
+            f"{_JOBSET}restart-attempt": "0",
+            f"{_JOBSET}replicatedjob-replicas": str(r.replicas),
+            f"{_JOBSET}global-replicas": str(total),
+            f"{_JOBSET}job-index": str(slot.job),
+            f"{_JOBSET}job-key": key,
+            f"{_JOBSET}job-global-index": str(offsets[r.name] + slot.job),
+            LABEL_COMPLETION_INDEX: str(slot.index),
+        }
+        tmeta = r.template.get("metadata") or {}
+        ours = {
+            **jobset,
+            "batch.kubernetes.io/job-name": job_name,
+            LABEL_JOB_NAME: job.name,
+            LABEL_OPERATOR_NAME: OPERATOR_NAME,
+            LABEL_REPLICA_TYPE: r.name,
+            LABEL_REPLICA_INDEX: str(slot.index),
+            MANAGED_LABEL: "true",
+        }
+        base = {"labels": {**job.labels, **r.labels, **(tmeta.get("labels") or {})}}
+        pod = pod_manifest(
+            name=slot.name,
+            namespace=job.namespace,
+            template={"metadata": base},
+            labels=ours,
+            owner=owner,
+            spec={**specs[r.name], "hostname": slot.name},
+        )
+        notes = {**job.annotations, **r.annotations, **(tmeta.get("annotations") or {}), **jobset}
+        pod["metadata"]["annotations"] = notes
+        pods.append(pod)
+    return tuple(pods)
+
+
+def _spec(job: ResolvedJob, r: ReplicatedJobPlan) -> Obj:
+    """The pod spec shared by every pod of ``r``: env, ports, volumes and mounts added."""
+    spec: Obj = copy.deepcopy(dict(r.template.get("spec") or {}))
+    containers: list[Obj] = spec["containers"]
+    at = main_container(containers, r.step)
+    main = containers[at] if at is not None else {}
+    if job.torch is not None and r.name == job.trainer:
+        main["env"] = upsert(main.get("env"), _torch_env(job), key="name")
+        name, value = torch.DEFAULT_RESTARTS
+        if job.torch.elastic and not any(e.get("name") == name for e in main["env"]):
+            main["env"].append({"name": name, "value": value})
+        if not any(p.get("containerPort") == MASTER_PORT for p in main.get("ports") or ()):
+            main["ports"] = [*(main.get("ports") or ()), {"containerPort": MASTER_PORT}]
+    if job.mpi is not None and r.name in (LAUNCHER, NODE):
+        volumes = [mpi.ssh_volume(volume=_SSH_VOLUME, secret=f"{job.name}-mpi-ssh-auth")]
+        mounts = [{"name": _SSH_VOLUME, "mountPath": job.mpi.ssh_auth_mount_path}]
+        if r.name == LAUNCHER:
+            items = [{"key": "hostfile", "path": "hostfile", "mode": 0o444}]
+            config = {"name": f"{job.name}-mpi-hostfile", "items": items}
+            volumes.append({"name": _HOSTFILE_VOLUME, "configMap": config})
+            mounts.append({"name": _HOSTFILE_VOLUME, "mountPath": mpi.CONFIG_MOUNT_PATH})
+            env = mpi.launcher_env(
+                mpi.OPENMPI, hostfile=f"{mpi.CONFIG_MOUNT_PATH}/hostfile", slots=job.mpi.slots
+            )
+            entries = [{"name": n, "value": env[n]} for n in _TRAINER_OPENMPI]
+            main["env"] = upsert(main.get("env"), entries, key="name")
+        spec["volumes"] = upsert(spec.get("volumes"), volumes, key="name")
+        main["volumeMounts"] = upsert(main.get("volumeMounts"), mounts, key="name")
+    if any(v.get("name") == INITIALIZER_VOLUME for v in spec.get("volumes") or ()):
+        _mount_outputs(job, r, main)
+    for field in ("initContainers", "containers"):
+        for container in spec.get(field) or ():
+            if not any(e.get("name") == "JOB_COMPLETION_INDEX" for e in container.get("env") or ()):
+                entry = {"name": "JOB_COMPLETION_INDEX", "valueFrom": copy.deepcopy(INDEX_REF)}
+                container["env"] = [*(container.get("env") or ()), entry]
+    if job.dns_hostnames:
+        spec["subdomain"] = job.subdomain
+    return spec
+
+
+def _mount_outputs(job: ResolvedJob, r: ReplicatedJobPlan, main: Obj) -> None:
+    """Mount the ``initializer`` volume where an initializer writes (its own output, or both
+    outputs in the trainer) unless a mount of the container already covers the path."""
+    paths = {ANCESTOR_DATASET: DATASET_MOUNT_PATH, ANCESTOR_MODEL: MODEL_MOUNT_PATH}
+    steps = {s.step for s in job.replicated_jobs}
+    wanted = [paths[r.step]] if r.step in paths else []
+    if r.name == job.trainer:
+        wanted = [path for step, path in paths.items() if step in steps]
+    for path in wanted:
+        mounts = main.get("volumeMounts") or []
+        roots = [str(m.get("mountPath", "")).rstrip("/") for m in mounts]
+        if not any(path == root or path.startswith(root + "/") for root in roots):
+            main["volumeMounts"] = [*mounts, {"name": INITIALIZER_VOLUME, "mountPath": path}]
+
+
+def _torch_env(job: ResolvedJob) -> list[Obj]:
+    assert job.torch is not None  # only called for torch runtimes
+    master = f"{pod_name(job, job.trainer, 0, 0)}.{job.subdomain}"
+    elastic = job.torch.elastic
+    rdzv = None
+    if elastic:
+        backend, endpoint = torch.rendezvous(master, MASTER_PORT, None)
+        rdzv = torch.Rendezvous(backend, endpoint, job.trainjob.metadata.uid or job.name)
+    env = torch.torch_env(
+        nodes=torch.nnodes(job.min_nodes, job.max_nodes, elastic=elastic),
+        nproc_per_node=job.torch.num_proc_per_node,
+        node_rank=copy.deepcopy(INDEX_REF),
+        master_addr=master,
+        master_port=MASTER_PORT,
+        rdzv=rdzv,
+        max_restarts=job.torch.max_restarts if elastic else None,
+    )
+    return [
+        {"name": name, "value": value}
+        if isinstance(value, str)
+        else {"name": name, "valueFrom": value}
+        for name, value in torch.pick(env, _TRAINER_TORCH)
+    ]

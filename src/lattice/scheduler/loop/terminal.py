@@ -1,0 +1,73 @@
+"""The scheduler's block of a finished job, derived from the reconciler's conditions (pure).
+
+Contract (no I/O, no clock): the scheduler block at ``plugin.scheduling_path`` has one writer,
+the scheduler, so the end of a job is written there by the scheduler too, from what the kind
+reconciler (the one writer of the conditions at ``plugin.exec_path``) recorded:
+
+- :func:`terminal_fields` is ``None`` while the job has no True ``Succeeded``/``Failed``/
+  ``Complete`` condition. Otherwise it is the fields to persist: ``stage`` ``Wrong`` when the
+  terminal condition is a ``Failed`` with a reason ending in ``FailedValidation`` (the
+  reconciler could not parse or build the job), with ``reason`` ``InvalidSpec`` and the
+  condition's message; else ``Completed``, with ``completionTime`` the exec block's
+  ``completionTime`` (else the condition's ``lastTransitionTime``). ``currentSize`` is 0 in
+  both.
+- :func:`terminal_pending` tells whether the persisted block still lacks any of those values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from lattice.frameworks.base import JobPlugin
+from lattice.scheduler.core import Stage
+from lattice.scheduler.loop.snapshot import TERMINAL_CONDITIONS, get_path
+
+__all__ = ["INVALID_SPEC", "terminal_fields", "terminal_pending"]
+
+#: ``reason`` of the scheduler block of a job its reconciler found invalid.
+INVALID_SPEC = "InvalidSpec"
+_VALIDATION = "FailedValidation"
+
+
+def terminal_fields(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> dict[str, Any] | None:
+    """The scheduler fields of a finished job (see the module contract), or ``None``."""
+    block = get_path(obj, plugin.exec_path)
+    conditions = block.get("conditions")
+    if not isinstance(conditions, list):
+        return None
+    done = [
+        c
+        for c in conditions
+        if isinstance(c, Mapping)
+        and c.get("type") in TERMINAL_CONDITIONS
+        and c.get("status") == "True"
+    ]
+    if not done:
+        return None
+    wrong = next(
+        (c for c in done if c.get("type") == "Failed" and _is_validation(c.get("reason"))), None
+    )
+    if wrong is not None:
+        return {
+            "stage": str(Stage.WRONG),
+            "currentSize": 0,
+            "reason": INVALID_SPEC,
+            "message": str(wrong.get("message") or ""),
+        }
+    completion = block.get("completionTime") or done[0].get("lastTransitionTime")
+    return {
+        "stage": str(Stage.COMPLETED),
+        "currentSize": 0,
+        "completionTime": completion if isinstance(completion, str) else None,
+    }
+
+
+def terminal_pending(block: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """Whether the persisted scheduler ``block`` differs from the terminal ``fields``
+    (a ``None`` field is satisfied by an absent or null value)."""
+    return any(block.get(key) != value for key, value in fields.items())
+
+
+def _is_validation(reason: object) -> bool:
+    return isinstance(reason, str) and reason.endswith(_VALIDATION)
