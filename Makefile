@@ -6,7 +6,10 @@ BIN := $(VENV)/bin
 CP := hack/controlplane
 export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
 
-.PHONY: venv lock lint unit integration test controlplane helm cluster-up cluster-down demo crds docs k8s-schema upstream-manifests check-upstream clean
+.PHONY: venv lock lint unit integration test controlplane helm cluster-up cluster-down demo crds docs k8s-schema upstream-manifests check-upstream clean \
+	deps real-bins images real
+# LATTICE_REAL_NODES=N: real kubelet nodes for `make cluster-up` (unset or 0: kwok nodes only);
+# `make real` uses 2 unless told otherwise; `make demo` uses 2 where this machine can run them.
 
 # The venv installs exactly requirements-dev.lock (every file checked against its sha256), then
 # the package itself without build isolation (its build backend is in the lock too): the same
@@ -41,12 +44,36 @@ helm:
 integration: venv controlplane helm
 	$(BIN)/pytest tests/integration tests/e2e -q
 
-# The whole suite: lint, then every tier in one pytest run. The control plane is built if the
-# cache is empty, started by the session fixture, and stopped afterwards.
-test: venv lint controlplane helm
-	LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider
+# Debian packages for real nodes and images (containerd, runc, CNI plugins, mmdebstrap, umoci,
+# skopeo, ...): installed when missing, needs root.
+deps:
+	hack/install-deps.sh
+
+# kubelet, CoreDNS and the registry, cached like the control plane.
+real-bins:
+	$(CP)/build.sh real
+
+# The images real nodes run, built offline and pushed into the running cluster's mirror
+# (start it with `LATTICE_REAL_NODES=2 make cluster-up`).
+images: deps
+	hack/images/build.sh --push
+
+# The real tier alone: a cluster with 2 real nodes (started by the session fixture, or reused).
+# LATTICE_REQUIRE_INTEGRATION=1: the run fails unless a real test passed.
+real: venv deps controlplane real-bins
+	LATTICE_REAL_NODES=$${LATTICE_REAL_NODES:-2} \
+	  LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests/real -q -p no:cacheprovider
+
+# The whole suite: lint, then the unit, integration and e2e tiers in one pytest run on kwok nodes,
+# then the real tier on a cluster of its own with real kubelet nodes. The control plane is built
+# if the cache is empty, started by each session fixture, and stopped afterwards.
+test: venv lint controlplane helm deps real-bins
+	LATTICE_REAL_NODES=0 LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests -q -p no:cacheprovider \
+	  --ignore=tests/real
+	$(MAKE) --no-print-directory real
 
 cluster-up: venv
+	if [ "$${LATTICE_REAL_NODES:-0}" != 0 ]; then hack/install-deps.sh && $(CP)/build.sh real; fi
 	$(CP)/cluster-up.sh
 
 cluster-down:

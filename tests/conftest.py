@@ -1,6 +1,8 @@
 """Test tiers.
 
 - ``tests/unit``: pure, no network.
+- ``tests/real``: upstream jobs whose pods really run on real kubelet nodes; needs the cluster
+  started with ``LATTICE_REAL_NODES`` >= 2 (see ``tests/real/conftest.py``).
 - ``tests/integration`` and ``tests/e2e``: against the real local control plane, which the session
   fixture ``cluster`` starts once (or reuses if ``make cluster-up`` already runs one) and stops at
   the end if it started it. A control plane that cannot start is an error, never a skip.
@@ -31,6 +33,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
         if "e2e" in parts:
             item.add_marker(pytest.mark.e2e)
+        if "real" in parts:
+            item.add_marker(pytest.mark.real)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -38,7 +42,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if (
         report.when == "call"
         and report.passed
-        and ("integration" in report.keywords or "e2e" in report.keywords)
+        and any(k in report.keywords for k in ("integration", "e2e", "real"))
     ):
         _ran_integration += 1
 

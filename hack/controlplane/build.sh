@@ -7,6 +7,11 @@
 #   etcd   (go.etcd.io/etcd/server/v3, via the wrapper module in hack/controlplane/etcd)
 #   kwok   (plain `go install`, no replace lines)
 #   helm   (plain `go install`; only with `build.sh helm`)
+#   kubelet (same wrapper module as the control plane; only with `build.sh real`)
+#   coredns (github.com/coredns/coredns, plain `go install`: its default plugin set includes
+#            kubernetes; only with `build.sh real`)
+#   registry (github.com/distribution/distribution/v3/cmd/registry, plain `go install`; only with
+#            `build.sh real`)
 #
 # Binaries land in $LATTICE_BIN_CACHE/<component>-<version>/ (default ~/.cache/lattice/bin).
 # Anything already present is skipped, so a warm cache costs nothing.
@@ -28,19 +33,27 @@ k8s_dir=$CACHE/kubernetes-v$KUBE_VERSION
 etcd_dir=$CACHE/etcd-v$ETCD_VERSION
 kwok_dir=$CACHE/kwok-v$KWOK_VERSION
 helm_dir=$CACHE/helm-v$HELM_VERSION
+kubelet_dir=$CACHE/kubelet-v$KUBE_VERSION
+coredns_dir=$CACHE/coredns-v$COREDNS_VERSION
+registry_dir=$CACHE/registry-v$REGISTRY_VERSION
 
-build_k8s() {
-  local bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl) missing=0 b
-  for b in "${bins[@]}"; do [ -x "$k8s_dir/$b" ] || missing=1; done
-  if [ $missing = 0 ]; then log "kubernetes v$KUBE_VERSION cached in $k8s_dir"; return; fi
+k8s_ldflags() {
   local minor=${KUBE_VERSION#1.}; minor=${minor%%.*}
-  local work; work=$(mktemp -d)
-  cp "$here/k8s/go.mod" "$here/k8s/go.sum" "$work/"
   local ld="-s -w" p date; date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $p.gitVersion=v$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor"
     ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$date"
   done
+  printf '%s' "$ld"
+}
+
+build_k8s() {
+  local bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl) missing=0 b
+  for b in "${bins[@]}"; do [ -x "$k8s_dir/$b" ] || missing=1; done
+  if [ $missing = 0 ]; then log "kubernetes v$KUBE_VERSION cached in $k8s_dir"; return; fi
+  local work; work=$(mktemp -d)
+  cp "$here/k8s/go.mod" "$here/k8s/go.sum" "$work/"
+  local ld; ld=$(k8s_ldflags)
   mkdir -p "$k8s_dir.tmp"
   log "building kubernetes v$KUBE_VERSION (cold: tens of minutes on 2 cores)"
   (cd "$work" && go build -p "$GO_BUILD_P" -trimpath -ldflags "$ld" -o "$k8s_dir.tmp/" \
@@ -82,8 +95,41 @@ build_helm() {
   rm -rf "$helm_dir"; mv "$helm_dir.tmp" "$helm_dir"
 }
 
+# The kubelet of real nodes: the same wrapper module and version ldflags as the control plane.
+build_kubelet() {
+  if [ -x "$kubelet_dir/kubelet" ]; then log "kubelet v$KUBE_VERSION cached"; return; fi
+  local work; work=$(mktemp -d)
+  cp "$here/k8s/go.mod" "$here/k8s/go.sum" "$work/"
+  mkdir -p "$kubelet_dir.tmp"
+  log "building kubelet v$KUBE_VERSION"
+  (cd "$work" && go build -p "$GO_BUILD_P" -trimpath -ldflags "$(k8s_ldflags)" -o "$kubelet_dir.tmp/" \
+      k8s.io/kubernetes/cmd/kubelet)
+  rm -rf "$work" "$kubelet_dir"; mv "$kubelet_dir.tmp" "$kubelet_dir"
+  "$kubelet_dir/kubelet" --version >&2
+}
+
+# Cluster DNS for real nodes. CoreDNS's go.mod has no replace lines, so `go install` works.
+build_coredns() {
+  if [ -x "$coredns_dir/coredns" ]; then log "coredns v$COREDNS_VERSION cached"; return; fi
+  mkdir -p "$coredns_dir.tmp"
+  log "building coredns v$COREDNS_VERSION"
+  GOFLAGS="" GOBIN="$coredns_dir.tmp" go install -trimpath -ldflags "-s -w" \
+    "github.com/coredns/coredns@v$COREDNS_VERSION"
+  rm -rf "$coredns_dir"; mv "$coredns_dir.tmp" "$coredns_dir"
+}
+
+# The OCI registry that mirrors docker.io, ghcr.io and nvcr.io for real nodes.
+build_registry() {
+  if [ -x "$registry_dir/registry" ]; then log "registry v$REGISTRY_VERSION cached"; return; fi
+  mkdir -p "$registry_dir.tmp"
+  log "building registry (distribution) v$REGISTRY_VERSION"
+  GOFLAGS="" GOBIN="$registry_dir.tmp" go install -trimpath -ldflags "-s -w" \
+    "github.com/distribution/distribution/v3/cmd/registry@v$REGISTRY_VERSION"
+  rm -rf "$registry_dir"; mv "$registry_dir.tmp" "$registry_dir"
+}
+
 # Prints the directories holding the binaries, one per line (for PATH).
-print_paths() { printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$helm_dir"; }
+print_paths() { printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$kubelet_dir" "$coredns_dir" "$registry_dir"; }
 
 case "${1:-all}" in
   all) build_etcd; build_kwok; build_k8s ;;
@@ -91,6 +137,10 @@ case "${1:-all}" in
   etcd) build_etcd ;;
   kwok) build_kwok ;;
   helm) build_helm ;;
+  kubelet) build_kubelet ;;
+  coredns) build_coredns ;;
+  registry) build_registry ;;
+  real) build_kubelet; build_coredns; build_registry ;;
   paths) print_paths ;;
-  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|paths]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|kubelet|coredns|registry|real|paths]" >&2; exit 2 ;;
 esac

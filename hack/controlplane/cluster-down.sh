@@ -5,6 +5,12 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 RUN=${LATTICE_CLUSTER_DIR:-$repo/.cluster}
+# Real nodes first: their pods are deleted through the still-running apiserver.
+if [ -d "$RUN/real" ]; then
+  while read -r d; do PATH="$d:$PATH"; done < <("$here/build.sh" paths)
+  export PATH
+  "$here/real-nodes.sh" down
+fi
 for n in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   f=$RUN/$n.pid
   [ -f "$f" ] || continue

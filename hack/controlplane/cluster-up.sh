@@ -7,6 +7,8 @@
 #   plugin is off: nothing would ever remove its not-ready taint.
 # Writes $LATTICE_CLUSTER_DIR/kubeconfig (default: <repo>/.cluster/kubeconfig), waits for /readyz,
 # then creates the fake nodes (LATTICE_NODES_ARGS, passed to nodes.py; default 8 nodes x 8 GPUs).
+# With LATTICE_REAL_NODES=N (> 0) it also starts N real kubelet nodes, a registry mirror and
+# CoreDNS (real-nodes.sh), and gives the control plane what they need.
 # Idempotent: if the apiserver recorded in the cluster dir is alive and ready, it only reports.
 # Tear down with cluster-down.sh, which stops only the processes recorded here.
 set -euo pipefail
@@ -19,8 +21,10 @@ start_ns=$(date +%s%N)
 # shellcheck source=/dev/null
 source "$here/versions.env"
 
+REAL_NODES=${LATTICE_REAL_NODES:-0}
 # Build (or find in the cache) the binaries, then put them first on PATH.
 "$here/build.sh" all >&2
+if [ "$REAL_NODES" -gt 0 ]; then "$here/build.sh" real >&2; fi
 while read -r d; do PATH="$d:$PATH"; done < <("$here/build.sh" paths)
 export PATH
 
@@ -31,10 +35,20 @@ curl_api() { curl -sf --max-time 2 --cacert "$P/ca.crt" --cert "$P/admin.crt" --
 alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
 
 if alive kube-apiserver && curl_api /readyz >/dev/null 2>&1; then
+  if [ "$REAL_NODES" -gt 0 ]; then
+    # Real nodes need the control plane's real-node flags: only a cluster started with them
+    # can take them on (the missing pieces are started; running ones are left alone).
+    if [ ! -f "$RUN/real-nodes-enabled" ]; then
+      echo "the running control plane was started without LATTICE_REAL_NODES: cluster-down first" >&2
+      exit 1
+    fi
+    LATTICE_API_PORT=$API_PORT "$here/real-nodes.sh" up
+  fi
   echo "control plane already running: export KUBECONFIG=$KCFG" >&2
   exit 0
 fi
 "$here/cluster-down.sh" >/dev/null 2>&1 || true
+rm -f "$RUN/real-nodes-enabled"
 
 # --- PKI: a CA, the serving cert, an admin client cert (system:masters), the SA signing key.
 if [ ! -f "$P/admin.crt" ]; then
@@ -77,8 +91,18 @@ etcd --name=lattice --data-dir="$RUN/etcd" \
 echo $! >"$RUN/etcd.pid"
 for _ in $(seq 100); do curl -sf --max-time 1 "http://127.0.0.1:$ETCD_PORT/health" >/dev/null && break; sleep 0.2; done
 
+# Real nodes need more of the control plane: the apiserver reaches kubelets (logs, exec) by their
+# InternalIP; pods mount kube-root-ca.crt (root-ca-cert-publisher); CoreDNS answers from
+# EndpointSlices (endpointslice controller); pods of a deleted node go away (pod GC). The kwok
+# tiers do without them, so they are added only when real nodes are asked for.
+api_extra=() kcm_extra=""
+if [ "$REAL_NODES" -gt 0 ]; then
+  api_extra=(--kubelet-preferred-address-types=InternalIP)
+  kcm_extra=",root-ca-certificate-publisher-controller,pod-garbage-collector-controller,endpointslice-controller"
+fi
+
 # --- kube-apiserver
-kube-apiserver --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+kube-apiserver "${api_extra[@]}" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
   --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
   --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" --client-ca-file="$P/ca.crt" \
   --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$P/sa.pub" \
@@ -103,7 +127,7 @@ kube-controller-manager --kubeconfig="$KCFG" \
   --leader-elect=false --bind-address=127.0.0.1 --secure-port="$((API_PORT + 1))" \
   --service-account-private-key-file="$P/sa.key" --root-ca-file="$P/ca.crt" --use-service-account-credentials=false \
   --kube-api-qps=500 --kube-api-burst=1000 --concurrent-gc-syncs=10 \
-  --controllers=garbage-collector-controller,namespace-controller,job-controller,ttl-after-finished-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller \
+  --controllers=garbage-collector-controller,namespace-controller,job-controller,ttl-after-finished-controller,serviceaccount-controller,serviceaccount-token-controller,deployment-controller,replicaset-controller$kcm_extra \
   >"$RUN/log/kube-controller-manager.log" 2>&1 &
 echo $! >"$RUN/kube-controller-manager.pid"
 
@@ -135,6 +159,12 @@ for _ in $(seq 120); do kubectl --kubeconfig "$KCFG" get ns default >/dev/null 2
 if [ "${LATTICE_NODES_ARGS-unset}" != "" ]; then
   # shellcheck disable=SC2086
   python3 "$here/nodes.py" ${LATTICE_NODES_ARGS:---count 8 --gpus 8} | kubectl --kubeconfig "$KCFG" apply -f - >/dev/null
+fi
+
+# --- real kubelet nodes, their containerds, the registry mirror and CoreDNS (LATTICE_REAL_NODES).
+if [ "$REAL_NODES" -gt 0 ]; then
+  touch "$RUN/real-nodes-enabled"
+  LATTICE_API_PORT=$API_PORT "$here/real-nodes.sh" up
 fi
 
 ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
