@@ -93,12 +93,14 @@ class OperatorProcess:
                 self.popen.kill()
                 self.popen.wait(timeout=30)
 
-    def logs(self) -> str:
+    def logs(self, *, tail: int | None = 6000) -> str:
+        """Each start's log, its last ``tail`` characters (``None``: all of it)."""
         parts = []
         for i in range(1, self.starts + 1):
             path = self.log_path.with_suffix(f".{i}.log")
             with contextlib.suppress(OSError):
-                parts.append(path.read_text(errors="replace")[-6000:])
+                text = path.read_text(errors="replace")
+                parts.append(text if tail is None else text[-tail:])
         return "\n".join(parts)
 
 

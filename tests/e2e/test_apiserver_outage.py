@@ -156,8 +156,8 @@ def logs_on_failure(*ops: OperatorProcess) -> Iterator[None]:
 
 
 def plain_logs(op: OperatorProcess) -> str:
-    """The operator's console log without its colours."""
-    return re.sub(r"\x1b\[[0-9;]*m", "", op.logs())
+    """The operator's whole console log, without its colours."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", op.logs(tail=None))
 
 
 def no_tracebacks(op: OperatorProcess) -> None:
