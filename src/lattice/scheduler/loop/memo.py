@@ -2,9 +2,8 @@
 
 Contract: :meth:`ViewMemo.view` returns a :class:`Memo` for one job object: its ``job_view``
 (``None`` when another controller manages the job, :class:`~.snapshot.Invalid` when its plugin
-cannot read it), its scheduler block and its terminal fields (:mod:`.terminal`). Parsing every
-job on every pass cost ~1 ms a job (1.2 s a pass at 1,000 MPIJobs, with the event loop
-blocked), and reading the status block's times another ~0.13 ms a job, so an entry is reused
+cannot read it), its scheduler block and its terminal fields (:mod:`.terminal`). Parsing a job
+is the costly part of a pass (docs/performance.md), so an entry is reused
 for the very same object and pin at once, and read again only when the job's uid or
 resourceVersion, its pin's resourceVersion or the context change. ``pending_since``, the one
 part that comes from the pods, is recomputed every pass for running jobs only (the others have
