@@ -116,7 +116,7 @@ class Collector:
             informer = self._jobs[kind]
             resource = informer.resource
             path = tuple(plugin.scheduling_path)
-            # Once per kind: a runtime-checkable Protocol's isinstance is slow (docs/performance.md).
+            # Once per kind: a runtime-checkable Protocol's isinstance is slow (see docs).
             pins = isinstance(plugin, PinsInputs)
             for store_key, cached in informer.store.items():
                 key = f"{kind}/{store_key}"  # job_key(kind, namespace, name)
