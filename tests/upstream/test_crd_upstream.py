@@ -4,8 +4,8 @@ training-operator v1.7 (MPIJob, MXJob) applies unchanged, and parses into the mo
 The upstream files are not in this repository: ``make upstream-manifests`` copies them from local
 git mirrors into ``$LATTICE_UPSTREAM_MANIFESTS`` (``tests/upstream/upstream_manifests.py``).
 Without that directory the corpus test fails, saying so; files upstream's own CRDs refuse are
-listed, with the reason, in ``upstream_manifests.EXCLUDED``, and must be refused by ours too. Each document of a kind Lattice serves is
-applied with ``kubectl apply --dry-run=server`` (schema, defaults and CEL rules all run).
+listed, with the reason, in ``upstream_manifests.EXCLUDED``, and must be refused by ours too.
+Each document of a kind Lattice serves is applied with ``kubectl apply --dry-run=server`` (schema, defaults and CEL rules all run).
 """
 
 from __future__ import annotations
