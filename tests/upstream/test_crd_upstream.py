@@ -5,7 +5,8 @@ The upstream files are not in this repository: ``make upstream-manifests`` copie
 git mirrors into ``$LATTICE_UPSTREAM_MANIFESTS`` (``tests/upstream/upstream_manifests.py``).
 Without that directory the corpus test fails, saying so; files upstream's own CRDs refuse are
 listed, with the reason, in ``upstream_manifests.EXCLUDED``, and must be refused by ours too.
-Each document of a kind Lattice serves is applied with ``kubectl apply --dry-run=server`` (schema, defaults and CEL rules all run).
+Each document of a kind Lattice serves is applied with ``kubectl apply --dry-run=server``
+(schema, defaults and CEL rules all run).
 """
 
 from __future__ import annotations
