@@ -24,6 +24,17 @@ from lattice.scheduler.core.events import (
     Suspended,
     format_duration,
 )
+from lattice.scheduler.core.model import (
+    ANY,
+    UNIT_RESOURCE,
+    Constraint,
+    PodDemand,
+    Requirement,
+    Resources,
+    Taint,
+    Toleration,
+    resources,
+)
 from lattice.scheduler.core.order import OrderKey, las_band, order_key
 from lattice.scheduler.core.plan import ACCOUNTING_FIELDS, STATE_FIELDS, Decision, Plan
 from lattice.scheduler.core.types import (
@@ -38,8 +49,11 @@ from lattice.scheduler.core.types import (
 
 __all__ = [
     "ACCOUNTING_FIELDS",
+    "ANY",
     "STATE_FIELDS",
+    "UNIT_RESOURCE",
     "Admitted",
+    "Constraint",
     "CooldownOver",
     "Decision",
     "Grown",
@@ -47,9 +61,12 @@ __all__ = [
     "NodeView",
     "OrderKey",
     "Plan",
+    "PodDemand",
     "Preempted",
     "Queued",
     "Requeued",
+    "Requirement",
+    "Resources",
     "SchedulerConfig",
     "SchedulerEvent",
     "Shrunk",
@@ -57,6 +74,8 @@ __all__ = [
     "Stage",
     "Strategy",
     "Suspended",
+    "Taint",
+    "Toleration",
     "apply",
     "apply_decision",
     "cooldown_for",
@@ -65,5 +84,6 @@ __all__ = [
     "job_key",
     "las_band",
     "order_key",
+    "resources",
     "schedule",
 ]

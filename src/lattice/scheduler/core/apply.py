@@ -2,8 +2,9 @@
 
 Contract:
 - Each job's scheduler-owned fields are replaced by its decision (``stage``, ``current_size``,
-  the timestamps, ``requeue_count``, ``attained_service``, ``service_updated_at``); spec fields
-  (priority, sizes, units, ``suspended``, ``finished``) and nodes are kept.
+  the timestamps, ``requeue_count``, ``attained_service``, ``service_updated_at``,
+  ``placement``); spec fields (priority, sizes, units, demands, ``suspended``, ``finished``)
+  and nodes are kept; ``refused_nodes`` is kept while the job stays ``Running``.
 - ``pending_since`` is an observation of pods, not scheduler state: it is kept while a job
   stays ``Running`` and cleared when the job starts or stops running (its pods are new or
   gone), which is what the loop would observe right after applying the plan.
@@ -37,6 +38,8 @@ def apply_decision(job: JobView, decision: Decision) -> JobView:
         attained_service=decision.attained_service,
         service_updated_at=decision.service_updated_at,
         admitted_time=decision.admitted_time,
+        placement=decision.placement,
+        refused_nodes=job.refused_nodes if was_running and runs else (),
         pending_since=job.pending_since if was_running and runs else None,
     )
 

@@ -40,6 +40,7 @@ STATE_FIELDS: Mapping[str, str] = {
     "attained_service": "attained_service",
     "service_updated_at": "service_updated_at",
     "admitted_time": "admitted_time",
+    "placement": "placement",
 }
 
 ACCOUNTING_FIELDS: frozenset[str] = frozenset({"attained_service", "service_updated_at"})
@@ -70,6 +71,8 @@ class Decision(NamedTuple):
     reason: str
     events: tuple[SchedulerEvent, ...] = ()
     changed_fields: frozenset[str] = frozenset()
+    #: The node of each pod the job holds, by pod index (fixed pods first); empty at size 0.
+    placement: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from lattice.primitives.keys import kind_key as job_key
+from lattice.scheduler.core.model import UNIT_RESOURCE, PodDemand, Resources, Taint, resources
 
 __all__ = [
     "JobView",
@@ -84,15 +85,27 @@ class SchedulerConfig:
 
 @dataclass(frozen=True, slots=True)
 class NodeView:
-    """Units available to Lattice on one node.
+    """One node as the core sees it.
 
-    The loop has already dropped unready, unschedulable and non-matching nodes and subtracted
-    the units held by foreign pods; Lattice's own pods are *not* subtracted (the core re-packs
-    every Lattice job on each pass). Negative values are treated as 0.
+    ``free`` is what Lattice's placed pods may use: allocatable minus the requests of every live
+    pod that is not part of a job's placement (foreign pods, and Lattice pods no placement
+    covers any more, until they are gone). When ``free`` is empty the node has ``free_units``
+    of :data:`~lattice.scheduler.core.model.UNIT_RESOURCE` (the abstract model of the tests and
+    the simulator). ``free_units`` is also the node's capacity in the scheduling unit, for the
+    plan's capacity figures. A node that is not ``schedulable`` (cordoned, not Ready) keeps the
+    pods placed on it but gets no new ones. Negative quantities count as 0.
     """
 
     name: str
-    free_units: int
+    free_units: int = 0
+    free: Resources = ()
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+    schedulable: bool = True
+
+    def free_resources(self) -> Resources:
+        """``free``, or ``free_units`` of the unit resource when ``free`` is empty."""
+        return self.free or resources({UNIT_RESOURCE: self.free_units})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +117,12 @@ class JobView:
     ``attained_service`` is in unit-seconds, accrued up to ``service_updated_at``.
     ``admitted_time`` is when the job last went from holding nothing to running (``None`` while it
     holds nothing); it orders incumbents among jobs that tie on the policy's keys.
+    ``fixed_demands`` (one per fixed pod) and ``replica_demand`` say what each pod requests and
+    where it may run (:meth:`pod_demand`); ``fixed_pods`` and ``replica_units`` stay the pods'
+    units in the scheduling unit, which only service, events and columns use. ``placement`` is
+    the node of each pod the scheduler placed, by pod index (fixed pods first), as persisted
+    (``""``: not placed); ``refused_nodes`` are nodes where kube-scheduler refused a placed pod
+    of this job (the core moves those pods and avoids those nodes for the job in this pass).
     ``preemptible_within_priority``: a running job with ``min_size == max_size`` may be stopped
     for a job of its own priority only when this is set (it checkpoints, so a restart loses
     little); elastic jobs (``min_size < max_size``) always may. Higher priority always may.
@@ -134,6 +153,25 @@ class JobView:
     suspended: bool = False
     finished: bool = False
     preemptible_within_priority: bool = False
+    fixed_demands: tuple[PodDemand, ...] = ()
+    replica_demand: PodDemand | None = None
+    placement: tuple[str, ...] = ()
+    refused_nodes: tuple[str, ...] = ()
+
+    def pod_demand(self, index: int) -> PodDemand:
+        """The :class:`PodDemand` of pod ``index`` (fixed pods first, then replicas).
+
+        Without ``fixed_demands``/``replica_demand``, a pod asks for its units of the unit
+        resource, anywhere.
+        """
+        fixed = self.fixed_pods
+        if index < len(fixed):
+            if self.fixed_demands:
+                return self.fixed_demands[index]
+            return PodDemand.of_units(fixed[index])
+        if self.replica_demand is not None:
+            return self.replica_demand
+        return PodDemand.of_units(self.replica_units)
 
     @property
     def display_name(self) -> str:
@@ -156,6 +194,8 @@ class JobView:
             return f"max_size {self.max_size} < min_size {self.min_size}"
         if self.replica_units < 0 or (fixed and min(fixed) < 0):
             return "negative units"
+        if self.fixed_demands and len(self.fixed_demands) != len(fixed):
+            return f"{len(self.fixed_demands)} fixed pod demands for {len(fixed)} fixed pods"
         return None
 
 
