@@ -67,6 +67,7 @@ from lattice.frameworks.capabilities import (
     StagesChildren,
 )
 from lattice.frameworks.messages import Messages, messages_of
+from lattice.scheduler.core.model import PodDemand
 
 __all__ = [
     "MANAGED_LABEL",
@@ -172,7 +173,15 @@ class JobNotReady(Exception):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Demand:
-    """What the scheduler needs from one job (see ``lattice.scheduler.core.types.JobView``)."""
+    """What the scheduler needs from one job (see ``lattice.scheduler.core.types.JobView``).
+
+    ``fixed_pods``/``replica_units`` are units in the scheduling unit (service, events,
+    columns); ``fixed_demands`` (one per fixed pod, same order) and ``replica_demand`` are what
+    each pod requests and where it may run. ``fixed_names`` names the child that runs each
+    fixed pod (a pod, or the batch Job whose pod it is) and replica ``i`` (0-based) is named
+    ``f"{replica_prefix}{i}"``: the loop persists the placement by these names, and the
+    reconciler binds the child of that name to its node.
+    """
 
     priority: int = 0
     min_size: int = 1
@@ -181,6 +190,10 @@ class Demand:
     replica_units: int = 1
     suspended: bool = False
     preemptible_within_priority: bool = False
+    fixed_demands: tuple[PodDemand, ...] = ()
+    replica_demand: PodDemand | None = None
+    fixed_names: tuple[str, ...] = ()
+    replica_prefix: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
