@@ -48,6 +48,7 @@ from typing import Any
 
 from lattice.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from lattice.primitives.keys import namespaced_key, owner_key
+from lattice.primitives.requests import ResourceList, pod_requests, resource_list
 from lattice.runtime.interning import (
     Interner,
     OwnerRef,
@@ -55,7 +56,6 @@ from lattice.runtime.interning import (
     intern_opt,
     shared_time,
 )
-from lattice.runtime.quantity import ResourceList, pod_requests, resource_list
 
 __all__ = [
     "FOREIGN_POD_FIELD_SELECTOR",
