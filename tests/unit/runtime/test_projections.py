@@ -323,8 +323,8 @@ def test_node_info() -> None:
     assert n.ready
     assert n.unschedulable
     assert n.taints == (
-        ("nvidia.com/gpu", "NoSchedule"),
-        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("nvidia.com/gpu", "present", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "", "NoExecute"),
     )
     raw["status"]["conditions"][1]["status"] = "Unknown"
     assert not node_info(raw).ready
