@@ -2,10 +2,11 @@
 
 Contract (pure): ``quantity_units`` reads a Kubernetes quantity as integer units, rounded up,
 ``cpu`` in millicores (``lattice.primitives.quantity``'s ``resource_units``);
-``quantity_problems`` names each malformed quantity of a pod spec, every resource of every
-container and init container (``requests`` and ``limits``), the pod-level ``resources`` and
-``overhead``, and each part that is not an object where one must be, so that the effective
-request (``lattice.primitives.requests.pod_requests``) of a spec without problems computes.
+``quantity_problems`` names each malformed or negative quantity of a pod spec (every resource
+of every container and init container, ``requests`` and ``limits``, the pod-level
+``resources`` and ``overhead``) and each part that is not an object where one must be, so that
+the effective request (``lattice.primitives.requests.pod_requests``) of a spec without problems
+computes, and is what the apiserver will accept in the pod.
 """
 
 from __future__ import annotations
@@ -28,9 +29,13 @@ def _list_problems(values: Any, *, field: str) -> list[Problem]:
     problems: list[Problem] = []
     for name, value in values.items():
         try:
-            quantity_units(str(name), value)
+            units = quantity_units(str(name), value)
         except ValueError:
             problems.append(Problem(f"{field}[{name}]", f"must be a quantity, got {value!r}"))
+            continue
+        if units < 0:
+            why = f"must be greater than or equal to 0, got {value!r}"
+            problems.append(Problem(f"{field}[{name}]", why))
     return problems
 
 

@@ -458,7 +458,7 @@ def test_quantity_problems_name_each_malformed_quantity() -> None:
         ],
         "initContainers": [{"resources": {"requests": {"memory": "1Qi"}}}],
         "resources": {"limits": {"cpu": "?"}},
-        "overhead": {"memory": "lots"},
+        "overhead": {"memory": "lots", "cpu": "-1"},
     }
     assert quantity_problems(spec, field="s") == [
         Problem(f"s.containers[1].resources.requests[{GPU}]", "must be a quantity, got 'x'"),
@@ -467,6 +467,7 @@ def test_quantity_problems_name_each_malformed_quantity() -> None:
         Problem("s.initContainers[0].resources.requests[memory]", "must be a quantity, got '1Qi'"),
         Problem("s.resources.limits[cpu]", "must be a quantity, got '?'"),
         Problem("s.overhead[memory]", "must be a quantity, got 'lots'"),
+        Problem("s.overhead[cpu]", "must be greater than or equal to 0, got '-1'"),
     ]
 
 

@@ -177,6 +177,15 @@ def test_invalid_jobs_name_each_field(obj: Obj, ctx: OperatorContext, problems: 
     assert all(isinstance(p, Problem) for p in info.value.problems)
 
 
+def test_a_negative_gpu_count_names_the_field() -> None:
+    container = {"name": "trainingjob", "image": "i", "resources": {"limits": {GPU: -1}}}
+    with pytest.raises(InvalidJob) as info:
+        parse(manifest(container=container), GPU_CTX)
+    assert [str(p) for p in info.value.problems] == [
+        f"{CONTAINERS}[0].resources.limits[{GPU}]: must be greater than or equal to 0, got -1"
+    ]
+
+
 @pytest.mark.parametrize("ctx", [NODE, GPU_CTX])
 def test_every_quantity_and_constraint_is_checked_in_every_mode(ctx: OperatorContext) -> None:
     container = {"name": "trainingjob", "image": "i", "resources": {"limits": {"cpu": "lots"}}}
