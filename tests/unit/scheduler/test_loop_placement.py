@@ -173,3 +173,33 @@ async def test_a_pass_gives_the_core_demands_placements_and_uncharged_placed_pod
     assert free["n0"]["nvidia.com/gpu"] == 8  # the job's own placed pods are the core's
     assert free["n0"]["cpu"] == 64000
     assert free["n1"]["nvidia.com/gpu"] == 4  # the stray pod is charged until it is gone
+
+
+@pytest.mark.parametrize("victim", [False, True])
+async def test_a_pass_sees_a_refused_launcher_through_its_batch_job(
+    monkeypatch: pytest.MonkeyPatch, victim: bool
+) -> None:
+    h = Harness(plugins=[DemandingPlugin()])
+    h.add_nodes(2)
+    placement = {"x-launcher": "n0", "x-worker-0": "n1", "x-worker-1": "n1"}
+    status = {"stage": "Running", "currentSize": 3, "placement": placement}
+    h.add_job("x", status=status, fixed=[0], min=3, max=3, **NAMES)
+    launcher = pod_obj("x-launcher-abcde", kind="Job", job="x-launcher", unschedulable_since=-5)
+    h.pods.on_event("ADDED", launcher)
+    if victim:  # a pod of ours terminating on n0 (a preemption victim) is making room there
+        h.pods.on_event(
+            "ADDED", pod_obj("y-worker-0", job="y", phase="Running", node="n0", deleting=True)
+        )
+    seen: list[Snapshot] = []
+
+    def spy(snapshot: Snapshot, now: datetime) -> Plan:
+        seen.append(snapshot)
+        return schedule(snapshot, now)
+
+    monkeypatch.setattr("lattice.scheduler.loop.runner.schedule", spy)
+    h.loop.decide_in_thread = False
+    await h.loop.run_once()
+    (job,) = seen[0].jobs
+    assert job.placement == ("n0", "n1", "n1")
+    assert job.refused_nodes == (() if victim else ("n0",))
+    assert job.pending_since == at(-5)
