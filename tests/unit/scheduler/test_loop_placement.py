@@ -203,3 +203,45 @@ async def test_a_pass_sees_a_refused_launcher_through_its_batch_job(
     assert job.placement == ("n0", "n1", "n1")
     assert job.refused_nodes == (() if victim else ("n0",))
     assert job.pending_since == at(-5)
+
+
+def test_without_a_persisted_map_a_running_job_is_placed_where_its_pods_run() -> None:
+    pods = [
+        pod_info(pod_obj("x-launcher-abcde", kind="Job", job="x-launcher", node="n1")),
+        pod_info(pod_obj("x-worker-0", job="x", phase="Running", node="n2")),
+        pod_info(pod_obj("x-worker-1", job="x", node="n3", deleting=True)),  # going
+    ]
+    view = job_view("FakeJob", FakePlugin(), running(), pods, GPU)
+    assert isinstance(view, JobView)
+    assert view.placement == ("n1", "n2", "")
+    # A persisted map wins; with no bound pod, nothing is placed.
+    view = job_view("FakeJob", FakePlugin(), running({"x-worker-0": "n9"}), pods, GPU)
+    assert isinstance(view, JobView)
+    assert view.placement == ("", "n9", "")
+    view = job_view("FakeJob", FakePlugin(), running(), pods[2:], GPU)
+    assert isinstance(view, JobView)
+    assert view.placement == ()
+
+
+async def test_a_job_started_before_placements_keeps_its_pods_and_is_charged_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness(plugins=[DemandingPlugin()])
+    h.add_nodes(1)
+    h.add_job("x", status={"stage": "Running", "currentSize": 2}, min=2, max=2, prefix="x-w-")
+    for i in range(2):
+        pod = pod_obj(f"x-w-{i}", job="x", phase="Running", node="n0", requests={"cpu": "1"})
+        h.pods.on_event("ADDED", pod)
+    seen: list[Snapshot] = []
+
+    def spy(snapshot: Snapshot, now: datetime) -> Plan:
+        seen.append(snapshot)
+        return schedule(snapshot, now)
+
+    monkeypatch.setattr("lattice.scheduler.loop.runner.schedule", spy)
+    h.loop.decide_in_thread = False
+    await h.loop.run_once()
+    (job,) = seen[0].jobs
+    assert job.placement == ("n0", "n0")
+    (node,) = seen[0].nodes
+    assert dict(node.free)["cpu"] == 64000  # its pods are the core's to account, once

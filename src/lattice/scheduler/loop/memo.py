@@ -10,6 +10,8 @@ resourceVersion, its pin's resourceVersion or the context change. ``pending_sinc
 every pass for running jobs only (the others have none), so the pods of the thousands of
 waiting jobs are not even looked up. The pods of a job are looked up with its fixed pods' names
 (``pods(fixed_names)``): a fixed pod may run in a batch Job of that name (an MPIJob launcher).
+A running job without a persisted placement map gets the placement its pods show
+(``placement.observed_placement``), refreshed every pass likewise.
 :meth:`ViewMemo.begin`/:meth:`ViewMemo.end` bracket a pass; ``end`` forgets the jobs it did
 not see (deleted).
 """
@@ -48,8 +50,10 @@ class Memo:
     terminal: Mapping[str, Any] | None
     #: The names the job's pods run under (for a ``JobView``; else the empty naming).
     naming: Naming = field(default_factory=Naming)
-    #: ``(child name, node)`` of each pod the persisted placement puts on a node.
+    #: ``(child name, node)`` of each pod the placement puts on a node.
     placed: tuple[tuple[str, str], ...] = ()
+    #: No placement map is persisted: the placement is observed from the pods each pass.
+    observe: bool = False
 
 
 def _version(obj: Mapping[str, Any], pinned: Mapping[str, Any] | None) -> tuple[Any, ...]:
@@ -114,6 +118,7 @@ class ViewMemo:
                     terminal=terminal_fields(obj, plugin),
                     naming=naming,
                     placed=_placed(view, naming),
+                    observe=isinstance(view, JobView) and not view.placement,
                 )
             else:
                 hit = replace(hit, obj=obj, pinned=pinned)
@@ -122,9 +127,14 @@ class ViewMemo:
         if isinstance(view, JobView) and view.stage == Stage.RUNNING:
             naming = hit.naming
             found = pods(naming.fixed_names)
-            fresh = with_pods(view, found, naming=naming, deleting_on=deleting_on)
+            fresh = with_pods(
+                view, found, naming=naming, deleting_on=deleting_on, observe=hit.observe
+            )
             if fresh is not view:
-                hit = replace(hit, view=fresh)
+                placed = hit.placed
+                if fresh.placement != view.placement:
+                    placed = _placed(fresh, naming)
+                hit = replace(hit, view=fresh, placed=placed)
                 self._memo[key] = hit
         return hit
 

@@ -15,7 +15,10 @@ Contract (pure; no I/O, no clock):
 - :func:`refused_nodes`: the nodes the placement names for such a pod (by its name, or the
   name of the batch Job that controls it), unless a Lattice pod is being deleted on that node
   (``deleting_on``: a preemption victim still terminating is not a refusal).
-- :func:`with_pods`: a view with both, read only while the job is Running (else none).
+- :func:`with_pods`: a view with both, read only while the job is Running (else none); for a
+  running job without a persisted map, also the placement its pods show
+  (:func:`observed_placement`: the node each named pod, or batch Job's pod, is bound to), so
+  that a job started before placements were persisted keeps its pods where they run.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from lattice.scheduler.core import Decision, JobView, Stage
 __all__ = [
     "Naming",
     "never_deleting",
+    "observed_placement",
     "pending_since",
     "placement_map",
     "read_placement",
@@ -111,26 +115,51 @@ def placement_map(decision: Decision, naming: Naming) -> dict[str, str] | None:
     return placed or None
 
 
+def observed_placement(pods: Iterable[PodInfo], names: Sequence[str]) -> tuple[str, ...]:
+    """The node each of ``names`` runs on: its live, undeleted, bound pod's (by the pod's name,
+    or the name of the batch Job that controls it), else ``""``."""
+    bound: dict[str, str] = {}
+    for pod in pods:
+        node = pod.node_name
+        if node is None or pod.terminal or pod.deletion_timestamp is not None:
+            continue
+        bound[pod.name] = node
+        owner = pod.owner
+        if owner is not None and owner.kind == "Job":
+            bound[owner.name] = node
+    return tuple(bound.get(name, "") for name in names)
+
+
 def with_pods(
     view: JobView,
     pods: Sequence[PodInfo],
     *,
     naming: Naming,
     deleting_on: Callable[[str], bool] = never_deleting,
+    observe: bool = False,
 ) -> JobView:
     """``view`` with the parts that come from its pods (the same object when they are
     unchanged), read only while the job is Running (else none): ``pending_since``
     (:func:`pending_since`) and ``refused_nodes``: the nodes the placement names for a pod
     (by its name, or its controlling batch Job's) that kube-scheduler reports Unschedulable,
     unless ``deleting_on(node)`` (a Lattice pod is being deleted there: a preemption victim
-    still terminating is not a refusal)."""
+    still terminating is not a refusal).
+
+    ``observe``: the job has no persisted placement map (it started before placements were
+    persisted, or under a core that placed nothing), so its placement is where its pods run
+    (:func:`observed_placement`): its running pods are then neither moved nor charged twice.
+    """
     since: datetime | None = None
     refused: tuple[str, ...] = ()
+    placement = view.placement
     if view.stage == Stage.RUNNING:
+        if observe and view.current_size > 0:
+            placement = observed_placement(pods, naming.names(view.current_size))
+            placement = placement if any(placement) else ()
         since = pending_since(pods)
-        if view.placement and since is not None:
-            placed = dict(zip(naming.names(len(view.placement)), view.placement, strict=True))
+        if placement and since is not None:
+            placed = dict(zip(naming.names(len(placement)), placement, strict=True))
             refused = refused_nodes(pods, placed=placed, deleting_on=deleting_on)
-    if since == view.pending_since and refused == view.refused_nodes:
+    if (since, refused, placement) == (view.pending_since, view.refused_nodes, view.placement):
         return view
-    return replace(view, pending_since=since, refused_nodes=refused)
+    return replace(view, pending_since=since, refused_nodes=refused, placement=placement)

@@ -267,7 +267,9 @@ def job_view(
     read = read_job(kind, plugin, obj, ctx, pinned=pinned)
     if isinstance(read, Invalid):
         return read
-    return with_pods(read.view, list(pods), naming=read.naming, deleting_on=deleting_on)
+    view, naming = read
+    observe = not view.placement
+    return with_pods(view, list(pods), naming=naming, deleting_on=deleting_on, observe=observe)
 
 
 # --------------------------------------------------------------------------- status
