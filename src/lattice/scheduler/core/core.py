@@ -95,6 +95,7 @@ from lattice.scheduler.core.placement import Cluster
 from lattice.scheduler.core.plan import Decision, Deferred, Plan
 from lattice.scheduler.core.quiet import Entry, LazyDecisions, entries_for, trim_memo
 from lattice.scheduler.core.room import (
+    Holders,
     make_room,
     min_demands,
     place_missing,
@@ -161,7 +162,8 @@ class _Pass:
         # cannot find any until something is released again.
         self.failed: dict[_Memo, int] = {}
         self.gen = 0
-        self.holders: list[JobState] = []
+        self.holding: list[JobState] = []
+        self.holders = Holders(())
         self.explained: dict[_Memo, str] = {}
         self.ordered: list[JobState] = []
         self.left: list[_Left] = []
@@ -199,10 +201,11 @@ class _Pass:
             self.candidate_states.append(s)
             if s.held:
                 reserve_running(s, self.free)
-                self.holders.append(s)
+                self.holding.append(s)
                 if is_protected(v):
                     self.protected.append((key, s))
-        self.holders.sort(key=_key_of)
+        self.holding.sort(key=_key_of)
+        self.holders = Holders(self.holding)
 
     def admit(self) -> None:
         """Rule 3 (and the first growth of aged jobs, rule 4), walking the order.
@@ -212,11 +215,15 @@ class _Pass:
         """
         heapq.heapify(self.heap)
         heap, free = list(self.heap), self.free.copy()
-        saved = [(s, list(s.placed)) for s in self.holders]
+        saved = [(s, list(s.placed)) for s in self.holding]
         pins: list[tuple[OrderKey, JobState]] = []
         while True:
             self._walk(pins)
-            stopped = [(k, s) for k, s in self.protected if not s.admitted and (k, s) not in pins]
+            stopped = [
+                (k, s)
+                for k, s in self.protected
+                if not s.admitted and not s.victim and (k, s) not in pins
+            ]
             if not stopped:
                 return
             pins = sorted([*pins, *stopped], key=_first)
@@ -225,9 +232,10 @@ class _Pass:
             self.blocker, self.waiting = None, 0
             self.failed, self.gen = {}, self.gen + 1
             for s in self.candidate_states:
-                s.placed = []
+                s.placed, s.victim = [], False
             for s, placed in saved:
                 s.placed = list(placed)
+            self.holders = Holders(self.holding)
             for s in self.pinned:
                 s.admitted = False
                 s.size = s.view.current_size
@@ -288,7 +296,9 @@ class _Pass:
             return False
         if place_missing(s, self.free, size):
             return True
-        if make_room(s, self.holders, self.free):
+        # A job stopped in this pass to make room takes only free room: it will rank as a job
+        # holding nothing (rule 2), and one restart is better than two.
+        if not s.victim and make_room(s, self.holders, self.free):
             self.gen += 1
             return True
         if memo is not None:

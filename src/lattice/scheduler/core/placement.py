@@ -12,8 +12,9 @@ Contract (internal to the core; mutable, one per pass, copied with :meth:`Cluste
   compared resource by resource in :func:`fit_order` (extended resources first, then cpu,
   memory, ephemeral storage, the rest, pod slots last), then the lowest node index. So GPU
   pods pack onto the fullest GPU nodes and CPU-only pods prefer nodes without GPUs.
-- :meth:`Cluster.place_all` places a gang all or nothing, largest pods first (by the same
-  order), and returns each pod's node in input order. :meth:`Cluster.reserve` puts a pod on a
+- :meth:`Cluster.place_all` places a gang all or nothing, the pods that may use the fewest
+  nodes first, then exclusive pods, then the largest (by the same order), and returns each
+  pod's node in input order. :meth:`Cluster.reserve` puts a pod on a
   named node with no fit check (a persisted placement is kept even where the node is now
   over-committed: negative free never fits anything new); :meth:`Cluster.release` undoes one.
 - Identical nodes (same class: labels, taints, schedulability; same free vector and state)
@@ -59,6 +60,7 @@ class Cluster:
         "_classes",
         "_eligible",
         "_index",
+        "_reaches",
         "_vectors",
         "count",
         "excl",
@@ -107,6 +109,7 @@ class Cluster:
         self._eligible: dict[Constraint, tuple[int, ...]] = {}
         self._allowed: dict[Constraint, frozenset[int] | None] = {}
         self._vectors: dict[PodDemand, tuple[tuple[int, int], ...]] = {}
+        self._reaches: dict[Constraint, int] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -119,7 +122,7 @@ class Cluster:
         clone._classes, clone._class_of = self._classes, self._class_of
         clone._buckets = [{k: list(v) for k, v in b.items()} for b in self._buckets]
         clone._eligible, clone._allowed = self._eligible, self._allowed
-        clone._vectors = self._vectors
+        clone._vectors, clone._reaches = self._vectors, self._reaches
         return clone
 
     def _key(self, i: int) -> _Key:
@@ -287,7 +290,20 @@ class Cluster:
         for k, q in self._vector(d):
             if k >= 0:
                 row[k] = q
-        return (not d.exclusive, tuple(-q for q in row))
+        return (self._reach(d.constraint), not d.exclusive, tuple(-q for q in row))
+
+    def _reach(self, c: Constraint) -> int:
+        """How many nodes a pod under ``c`` may use (the most constrained pods go first)."""
+        found = self._reaches.get(c)
+        if found is None:
+            classes = set(self._eligible_classes(c))
+            allowed = self._allowed[c]
+            if allowed is not None:
+                found = len(allowed)
+            else:
+                found = sum(1 for cid in self._class_of if cid in classes)
+            self._reaches[c] = found
+        return found
 
     # ------------------------------------------------------------------ messages
 

@@ -11,21 +11,24 @@ Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.
   later in order than it, the latest first; once the pods fit it places them and gives back,
   best in order first, every released pod that still fits where it was (a job's pods in index
   order, stopping at the first that no longer fits; a minimum only whole). A job already
-  admitted in this pass keeps its minimum. It returns whether
+  admitted in this pass keeps its minimum, and a protected job (rigid, not checkpointing)
+  yields its minimum only to a higher priority. It returns whether
   the job was placed; when not, everything released is put back.
 - :func:`release_from` releases a job's pods from an index up, highest index first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import chain
 
 from lattice.scheduler.core.model import PodDemand
-from lattice.scheduler.core.order import aged_growth_cap
+from lattice.scheduler.core.order import OrderKey, aged_growth_cap, is_protected
 from lattice.scheduler.core.placement import Cluster
 from lattice.scheduler.core.state import JobState
 
 __all__ = [
+    "Holders",
     "growth_floor",
     "make_room",
     "min_demands",
@@ -119,24 +122,58 @@ def _restore(s: JobState, cluster: Cluster, start: int, nodes: list[str], *, che
         release_from(s, cluster, start)
 
 
-def make_room(s: JobState, holders: Sequence[JobState], cluster: Cluster) -> bool:
-    """Preempt for the missing minimum of ``s`` (see the contract). ``holders`` are the jobs
-    that hold reserved pods, in scheduling order."""
+class Holders:
+    """The jobs holding reserved pods at the start of a pass, in scheduling order, and those
+    of them holding growth (pruned as their growth is released)."""
+
+    __slots__ = ("all", "growers")
+
+    def __init__(self, states: Sequence[JobState]) -> None:
+        self.all = list(states)
+        self.growers = [h for h in self.all if len(h.placed) > h.view.min_size]
+
+    def growth(self) -> list[JobState]:
+        """Holders with growth above their floor now, latest in order first."""
+        found = [h for h in self.growers if len(h.placed) > growth_floor(h)]
+        if len(found) < len(self.growers) // 2:
+            self.growers = found
+        found.reverse()
+        return found
+
+    def growth_after(self, key: OrderKey) -> Iterator[JobState]:
+        """Holders later in order than ``key`` with growth above their floor, latest first."""
+        for h in reversed(self.growers):
+            if h.key is None or h.key <= key:
+                return
+            if len(h.placed) > growth_floor(h):
+                yield h
+
+    def later(self, key: OrderKey, priority: int) -> Iterator[JobState]:
+        """Holders later in order than ``key`` not yet admitted, with pods, that a job of
+        ``priority`` may stop (a protected one only for a higher priority), latest first."""
+        for h in reversed(self.all):
+            if h.key is None or h.key <= key:
+                return
+            if h.placed and not h.admitted:
+                if priority <= h.view.priority and is_protected(h.view):
+                    continue
+                yield h
+
+
+def make_room(s: JobState, holders: Holders, cluster: Cluster) -> bool:
+    """Preempt for the missing minimum of ``s`` (see the contract)."""
     todo = missing(s, s.view.min_size)
     if not todo:
         return True
     v = s.view
     demands = [v.pod_demand(i) for i in todo]
     key = s.key
-    steps: list[tuple[JobState, int]] = []
-    for h in reversed(holders):
-        floor = growth_floor(h)
-        if h is not s and len(h.placed) > floor:
-            steps.append((h, floor))
-    for h in reversed(holders):
-        later = key is not None and h.key is not None and h.key > key
-        if h is not s and h.placed and later and not h.admitted:
-            steps.append((h, 0))
+    if key is None:
+        return False
+    steps = chain(
+        ((h, growth_floor(h)) for h in holders.growth() if h is not s),
+        ((h, 0) for h in holders.later(key, v.priority) if h is not s),
+    )
     released: list[tuple[JobState, int, list[str]]] = []
     for h, start in steps:
         if len(h.placed) <= start:
@@ -149,6 +186,7 @@ def make_room(s: JobState, holders: Sequence[JobState], cluster: Cluster) -> boo
         for h2, start2, removed in reversed(released):
             if len(h2.placed) == start2:
                 _restore(h2, cluster, start2, removed, check=True)
+            h2.victim = h2.victim or not h2.placed
         return True
     for h, start, removed in reversed(released):
         _restore(h, cluster, start, removed, check=False)

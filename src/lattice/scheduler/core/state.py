@@ -51,6 +51,7 @@ class JobState:
         "submit",
         "unfittable",
         "updated",
+        "victim",
         "view",
     )
 
@@ -85,6 +86,8 @@ class JobState:
         self.key: OrderKey | None = None
         # Why a waiting job's minimum has no room, in the cluster's terms ("" in the unit model).
         self.detail = ""
+        # Its minimum was released to make room for a job earlier in order (rule 5).
+        self.victim = False
         self.free_at_check = 0
         self.blocker: JobView | None = None
         self.growth_deferred = False

@@ -7,14 +7,13 @@ Contract (internal to the core): each function changes only the :class:`JobState
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from lattice.primitives.times import format_time
 from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.placement import Cluster
-from lattice.scheduler.core.room import growth_floor, release_from
+from lattice.scheduler.core.room import Holders, growth_floor, release_from
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage
 
@@ -100,7 +99,7 @@ def grow(
     free: Cluster,
     now: datetime,
     config: SchedulerConfig,
-    holders: Sequence[JobState] = (),
+    holders: Holders | None = None,
 ) -> None:
     """Rules 4 and 6: grow admitted jobs toward their target, in order (aged jobs from the
     size their admission gave them)."""
@@ -116,7 +115,7 @@ def grow_one(
     now: datetime,
     config: SchedulerConfig,
     up_to: int | None = None,
-    holders: Sequence[JobState] = (),
+    holders: Holders | None = None,
 ) -> None:
     """Rules 4 and 6 for one admitted job: from the pods it holds past its minimum (kept where
     they run, up to the first one without a node) toward its target, at most ``up_to``,
@@ -164,7 +163,7 @@ def grow_one(
     )
 
 
-def _would_fit(s: JobState, d: PodDemand, *, free: Cluster, holders: Sequence[JobState]) -> bool:
+def _would_fit(s: JobState, d: PodDemand, *, free: Cluster, holders: Holders | None) -> bool:
     """Whether ``d`` fits now, or would by taking growth of later jobs; nothing changes."""
     node = free.place(d, s.exclude)
     if node is not None:
@@ -183,7 +182,7 @@ def _take_growth(
     d: PodDemand,
     *,
     free: Cluster,
-    holders: Sequence[JobState],
+    holders: Holders | None,
     released: list[tuple[JobState, int, str]] | None = None,
 ) -> str | None:
     """Release growth of jobs later in order than ``s``, one pod at a time, latest job and
@@ -195,8 +194,10 @@ def _take_growth(
         return None
     keep = released is not None
     released = [] if released is None else released
-    for h in reversed(holders):
-        if h is s or h.key is None or h.key <= key:
+    if holders is None:
+        return None
+    for h in list(holders.growth_after(key)):
+        if h is s:
             continue
         floor = growth_floor(h)
         while len(h.placed) > floor:
