@@ -22,9 +22,11 @@ room. The tests wait on conditions with deadlines (``tests.support.wait``), neve
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
+
+import pytest
 
 from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, Watch, finishing, mpijob
@@ -41,6 +43,20 @@ LONG_LAUNCHER = finishing(0, "600s")
 
 
 # --- helpers ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def watch(crds_installed: Cluster, namespace: str) -> Iterator[Callable[[str], Watch]]:
+    """``watch(plural)``: every version of that resource in the test's namespace, from now."""
+    started: list[Watch] = []
+
+    def start(plural: str) -> Watch:
+        started.append(Watch(crds_installed, namespace, plural))
+        return started[-1]
+
+    yield start
+    for w in started:
+        w.stop()
 
 
 def label_nodes(cluster: Cluster, nodes: list[str], **labels: str) -> None:
