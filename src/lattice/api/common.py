@@ -256,6 +256,11 @@ class SchedulingStatus(K8sModel):
     """Machine-readable reason the job is Wrong or Waiting."""
     message: str | None = None
     """Human-readable explanation of reason."""
+    placement: dict[str, str] | None = None
+    """Where the scheduler placed each pod of the admitted job: child name (a pod, or the batch
+    Job of an MPI launcher) to node name. Scheduler-owned, like every field of this block: the
+    reconciler binds each named child to its node and creates no pod missing from it while it is
+    set. Unset while the job holds nothing."""
 
 
 class KubeflowJobStatus(JobStatus):

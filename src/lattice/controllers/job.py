@@ -15,8 +15,10 @@ Contract (level-triggered; the key is ``namespace/name``; each step's policy is 
 5. Otherwise (``_active``): apply the kind's status rules to the live pods
    (``plugin.progress``) and the failure policy (``failure``: recreations, deadline,
    backoffLimit); finish the job, or recreate the pods the rules name and make the children match
-   ``desired_children`` at ``currentSize`` (``rounds``). ``currentSize`` is the scheduler's
-   decision; this reconciler never picks a size. Conditions: ``conditions``.
+   ``desired_children`` at ``currentSize`` (``rounds``), bound to the scheduler's placement
+   (``placement``: pods named in it go to their node, the others wait; a live pod bound
+   elsewhere is deleted and recreated). ``currentSize`` and the placement are the scheduler's
+   decision; this reconciler never picks a size or a node. Conditions: ``conditions``.
 6. Status is written once (``write``): the reconciler's own block only (the scheduler is the
    one writer of the scheduling block), without a resourceVersion precondition, only if it
    changed, plus once before deleting pods to recreate or stop them; a reconcile works from the
@@ -61,6 +63,7 @@ from lattice.controllers.parse import (
     rejected,
     unbuildable,
 )
+from lattice.controllers.placement import bind_children, misplaced, placement_of
 from lattice.controllers.rounds import ChildRounds, desired_children
 from lattice.controllers.watch import child_handler, job_handler, projected_child, raw_child
 from lattice.controllers.write import StatusWrite, counter_families
@@ -291,8 +294,16 @@ class JobReconciler:
             mark_restarting(step, words, verdict.recreated)
             await self._status.write(step)
             await self._cleanup.delete_pods(step, [p.name for p in verdict.recreated])
-        children = desired_children(
-            plugin, job, step=step, size=size, live=live, others=others, ctx=ctx, pinned=pinned
+        placement = placement_of(step.sched)
+        recreated = {p.name for p in verdict.recreated}
+        if moved := [n for n in misplaced(live, placement) if n not in recreated]:
+            await self._cleanup.delete_pods(step, moved)
+        children = bind_children(
+            desired_children(
+                plugin, job, step=step, size=size, live=live, others=others, ctx=ctx, pinned=pinned
+            ),
+            placement,
+            existing={*(p.name for p in pods), *(k.partition("/")[2] for k in others)},
         )
         keep = frozenset(progress.recreate)
         await self._rounds.apply(step, children, pods=pods, others=others, keep=keep)

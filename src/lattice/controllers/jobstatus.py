@@ -57,7 +57,7 @@ def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Obj:
 #: The scheduler's fields a reconcile acts on. The others (queue position, queued and requeue
 #: times, attained service, last decision, ...) are the scheduler's bookkeeping: no reconcile
 #: reads them, so a change to them alone needs no reconcile.
-RECONCILED_SCHEDULING_FIELDS = ("stage", "currentSize", "completionTime")
+RECONCILED_SCHEDULING_FIELDS = ("stage", "currentSize", "completionTime", "placement")
 _VOLATILE_METADATA = frozenset({"resourceVersion", "managedFields"})
 
 

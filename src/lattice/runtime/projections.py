@@ -47,6 +47,7 @@ from datetime import datetime
 from typing import Any
 
 from lattice.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from lattice.primitives.binding import bound_node
 from lattice.primitives.keys import namespaced_key, owner_key
 from lattice.primitives.requests import ResourceList, pod_requests, resource_list
 from lattice.runtime.interning import (
@@ -179,6 +180,8 @@ class PodInfo:
     containers: tuple[ContainerInfo, ...]
     creation_timestamp: datetime | None
     deletion_timestamp: datetime | None
+    #: The node the pod's required node affinity binds it to (``primitives.binding``), if any.
+    bound_node: str | None = None
 
     @property
     def key(self) -> str:
@@ -266,6 +269,7 @@ def _pod_info(obj: Obj, prefixes: tuple[str, ...]) -> PodInfo:
         ),
         creation_timestamp=_time(meta.get("creationTimestamp")),
         deletion_timestamp=_time(meta.get("deletionTimestamp")),
+        bound_node=_opt(bound_node(spec)),
     )
 
 

@@ -191,6 +191,7 @@ def test_scheduling_status_is_flat_on_trainingjob_and_nested_on_kubeflow_kinds()
         "last_decision",
         "reason",
         "message",
+        "placement",
     } == fields
     assert fields <= set(TrainingJobStatus.model_fields)
     assert {"exec_status", "last_exec_time", "completion_time"} <= set(
@@ -202,6 +203,9 @@ def test_scheduling_status_is_flat_on_trainingjob_and_nested_on_kubeflow_kinds()
     assert status.lattice is not None
     assert status.lattice.stage == Stage.WAITING
     assert status.lattice.queue_position == 2
+    placed = KubeflowJobStatus.model_validate({"lattice": {"placement": {"pi-worker-0": "n1"}}})
+    assert placed.lattice is not None
+    assert placed.lattice.placement == {"pi-worker-0": "n1"}
 
 
 def test_status_round_trips_scheduler_times_as_micro_times() -> None:

@@ -260,19 +260,35 @@ class World:
     def status(self, name: str) -> Obj:
         return dict(self.job(name).get("status") or {})
 
-    def grant(self, name: str, size: int, *, stage: str | None = None) -> None:
+    def grant(
+        self,
+        name: str,
+        size: int,
+        *,
+        stage: str | None = None,
+        placement: dict[str, str] | None = None,
+    ) -> None:
         """The scheduler's decision: ``currentSize`` (and ``stage``: Running with pods, else
-        Waiting, unless given) at the plugin's scheduling path."""
+        Waiting, unless given; and ``placement`` when given, replacing the stored map) at the
+        plugin's scheduling path."""
         obj = self.objects[self.res.plural, NS, name]
         if stage is None:
             stage = "Running" if size else "Waiting"
         block: Obj = {"stage": stage, "currentSize": size}
-        patch: Obj = block
-        for step in reversed(self.plugin.scheduling_path[1:]):
-            patch = {step: patch}
-        obj["status"] = merge(obj.get("status") or {}, patch)
+        if placement is not None:
+            block["placement"] = None  # merge patch: drop the old map, then write the new one
+            obj["status"] = merge(obj.get("status") or {}, _at(self.plugin, block))
+            block["placement"] = placement
+        obj["status"] = merge(obj.get("status") or {}, _at(self.plugin, block))
         obj["metadata"]["resourceVersion"] = str(next(self._rv))
         self._notify(self.res.plural, "MODIFIED", obj)
+
+    def set_node(self, pod: str, node: str) -> None:
+        """kube-scheduler binds pod ``pod`` to ``node``."""
+        obj = self.objects["pods", NS, pod]
+        obj["spec"]["nodeName"] = node
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+        self._notify("pods", "MODIFIED", obj)
 
     def edit_spec(self, name: str, fn: Callable[[Obj], None]) -> None:
         obj = self.objects[self.res.plural, NS, name]
@@ -360,3 +376,11 @@ class World:
     def sample(self, metric: str, **labels: str) -> float:
         value = self.metrics.registry.get_sample_value(metric, labels)
         return float(value or 0.0)
+
+
+def _at(plugin: JobPlugin[Any], block: Obj) -> Obj:
+    """``block`` nested at the plugin's scheduling path below ``status``."""
+    patch: Obj = block
+    for step in reversed(plugin.scheduling_path[1:]):
+        patch = {step: patch}
+    return patch
