@@ -296,9 +296,9 @@ class _Pass:
             return False
         if place_missing(s, self.free, size):
             return True
-        # A job stopped in this pass to make room takes only free room: it will rank as a job
-        # holding nothing (rule 2), and one restart is better than two.
-        if not s.victim and make_room(s, self.holders, self.free):
+        # A job stopped in this pass to make room stops no other job: it will rank as a job
+        # holding nothing (rule 2), and one restart is better than two. Growth it may take.
+        if make_room(s, self.holders, self.free, minimums=not s.victim):
             self.gen += 1
             return True
         if memo is not None:

@@ -160,8 +160,9 @@ class Holders:
                 yield h
 
 
-def make_room(s: JobState, holders: Holders, cluster: Cluster) -> bool:
-    """Preempt for the missing minimum of ``s`` (see the contract)."""
+def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool = True) -> bool:
+    """Preempt for the missing minimum of ``s`` (see the contract); without ``minimums``
+    only growth is taken."""
     todo = missing(s, s.view.min_size)
     if not todo:
         return True
@@ -172,7 +173,7 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster) -> bool:
         return False
     steps = chain(
         ((h, growth_floor(h)) for h in holders.growth() if h is not s),
-        ((h, 0) for h in holders.later(key, v.priority) if h is not s),
+        ((h, 0) for h in holders.later(key, v.priority) if h is not s and minimums),
     )
     released: list[tuple[JobState, int, list[str]]] = []
     for h, start in steps:

@@ -326,8 +326,20 @@ def status_fields(
         "lastResizeTime": format_time(decision.last_resize_time),
         "admittedTime": format_time(decision.admitted_time),
         "lastDecision": decision.reason,
-        "placement": placement_map(decision, naming or Naming()),
+        "placement": _placement_patch(
+            placement_map(decision, naming or Naming()), previous.get("placement")
+        ),
     }
+
+
+def _placement_patch(new: dict[str, str] | None, old: Any) -> dict[str, str | None] | None:
+    """``new`` as a merge patch over ``old``: a merge patch merges maps, so every name that
+    is no longer placed is sent as null (or the whole map, when nothing is placed)."""
+    if new is None or not isinstance(old, Mapping):
+        return None if new is None else dict(new)
+    patch: dict[str, str | None] = {k: None for k in old if k not in new}
+    patch.update(new)
+    return patch
 
 
 def shown_position(decision: Decision) -> int | None:
@@ -363,6 +375,9 @@ def with_status(
             for key, value in fields.items():
                 if value is None:
                     out.pop(key, None)
+                elif isinstance(value, dict):  # a map merged key by key, as merge patch does
+                    merged_map = {**(out.get(key) or {}), **value}
+                    out[key] = {k: v for k, v in merged_map.items() if v is not None}
                 else:
                     out[key] = value
             return out
