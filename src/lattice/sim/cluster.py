@@ -56,6 +56,7 @@ __all__ = [
     "Pool",
     "assign_pools",
     "homogeneous",
+    "is_extended",
     "parse_pool",
     "pools_from_json",
 ]
