@@ -26,7 +26,8 @@ Contract:
   ``{"name", "count", "resources", "labels", "taints": [{"key", "value", "effect"}]}``). Bad
   input raises ``ValueError`` naming the pool, the field and the rule.
 - :func:`assign_pools` gives a seeded ``fraction`` of the jobs without a selector a
-  ``pool=<name>`` node selector, the pool drawn among those with units, weighted by them.
+  ``pool=<name>`` node selector, the pool drawn among those with at least the job's
+  ``min_size`` units (a job no pool can hold stays unpinned), weighted by their units.
 """
 
 from __future__ import annotations
@@ -339,8 +340,17 @@ def assign_pools(
     rng = random.Random(seed + 2)  # its own stream: the mapping's draws stay put
     out: list[SimJob] = []
     for job in jobs:
-        drawn = rng.random() < fraction
-        label = rng.choices(names, [weights[n] for n in names])[0]
-        pinned = drawn and not job.node_selector
-        out.append(replace(job, node_selector=(("pool", label),)) if pinned else job)
+        drawn, point = rng.random() < fraction, rng.random()  # two draws per job, always
+        eligible = [n for n in names if weights[n] >= job.min_size]
+        if not drawn or job.node_selector or not eligible:
+            out.append(job)
+            continue
+        point *= sum(weights[n] for n in eligible)
+        label = eligible[-1]
+        for name in eligible:
+            point -= weights[name]
+            if point < 0:
+                label = name
+                break
+        out.append(replace(job, node_selector=(("pool", label),)))
     return out

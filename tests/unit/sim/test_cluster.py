@@ -162,6 +162,12 @@ def test_pool_affinity_pins_a_seeded_share_weighted_by_units() -> None:
         assert key == "pool"
         counts[value] += 1
     assert 2 * counts["small"] < counts["big"]  # 24 units against 8; no GPU-less pool
+    big_job = sim_job(7, units=12)  # only pool "big" (24 units) can hold it
+    assert {
+        j.node_selector for j in assign_pools([big_job] * 50, cluster, fraction=1.0, seed=3)
+    } == {(("pool", "big"),)}
+    huge = sim_job(8, units=25)
+    assert assign_pools([huge], cluster, fraction=1.0, seed=1) == [huge]
     half = assign_pools(jobs, cluster, fraction=0.5, seed=1)
     assert 120 < sum(1 for j in half if j.node_selector) < 280
     assert half == assign_pools(jobs, cluster, fraction=0.5, seed=1)

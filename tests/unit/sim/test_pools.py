@@ -203,6 +203,17 @@ def test_the_cli_rejects_a_bad_cluster_before_the_run(
     assert message in capsys.readouterr().err
 
 
+def test_a_pools_file_that_is_not_json_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = tmp_path / "t.csv"
+    trace.write_text("submit,duration,units\n0,100,4\n")
+    pools = tmp_path / "pools.json"
+    pools.write_text("[{name: a}]")
+    assert main(_args("--trace", str(trace), "--pools", str(pools))) == 2
+    assert f"--pools {pools}: not JSON" in capsys.readouterr().err
+
+
 def test_a_bad_pool_flag_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         _args("--trace", "t", "--pool", "a many cpu=1")
