@@ -134,7 +134,7 @@ def node(
     labels: Mapping[str, str] | None = None,
 ) -> Obj:
     """A raw node (see the module docstring); ``taints`` are (key, effect) pairs."""
-    allocatable: Obj = {"cpu": "64", "memory": "256Gi"}
+    allocatable: Obj = {"cpu": "64", "memory": "256Gi", "pods": "110"}
     if gpus is not None:
         allocatable[GPU] = str(gpus)
     return {

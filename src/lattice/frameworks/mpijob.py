@@ -8,12 +8,15 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
   here: only Launcher and Worker, a Launcher with ``replicas == 1``, a Worker (when present) with
   ``replicas >= 1``, restartPolicy Never or OnFailure, a container in every template, a
   ``sshAuthMountPath``, ``<name>-worker-<N-1>`` a DNS-1035 label; plus the integer
-  ``lattice.breezeml.ai/priority`` annotation and well-formed unit quantities.
+  ``lattice.breezeml.ai/priority`` annotation and well-formed templates
+  (``demands.template_problems``: quantities, node selector, node affinity, tolerations).
   A ``runPolicy.managedBy`` naming another controller is valid; the reconciler and the
   scheduler skip such jobs (``base.managed_elsewhere``), as mpi-operator does.
 - **Demand.** A gang: ``min_size = max_size = 1 + workers``; the launcher is the one fixed pod
-  (its requested units; when it requests none, 0, or 1 with ``runLauncherAsWorker``); a worker
-  is one replica (its units, at least 1). Node mode: every pod is 1 unit. Priority:
+  (the batch Job ``<job>-launcher`` runs it), a worker is one replica ``<job>-worker-<i>``, each
+  with its template's ``demands.pod_demand`` (units: its request of the unit resource, possibly
+  0; node mode: 1 for a worker, and for the launcher with ``runLauncherAsWorker``, else 0;
+  never exclusive). Priority:
   ``schedulingPolicy.priorityClass``, the Worker (else Launcher) template's
   ``priorityClassName``, the annotation, ``ctx.default_priority`` (``kubeflow.job_priority``).
 - **Run policy.** cleanPodPolicy applies to the workers only (the Service, ConfigMap, Secret and
@@ -31,7 +34,8 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
   Failed``, the launcher env per implementation, ``/etc/mpi`` and the ssh volume). Labels as
   upstream (``app: <job>`` on non-pods; operator-name ``mpi-operator``, job-name, job-role,
   replica-index on pods, +1 with runLauncherAsWorker, the launcher 0) plus ``MANAGED_LABEL``;
-  the operator's node selector (and node-mode exclusivity) on every pod.
+  the operator's node selector on every pod (no node-mode exclusivity: pods share nodes by
+  their requests).
   ``children`` is a function of (job, size): its ``discover_hosts.sh`` lists every desired worker.
   ``observed_children`` (the ``ObservesChildren`` capability) then refines it with the observed
   pods: ``discover_hosts.sh`` lists only the Running workers (the reconciler updates the
@@ -56,7 +60,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lattice.api.common import RestartPolicy
+from lattice.api.common import ReplicaSpec, RestartPolicy
 from lattice.api.constants import (
     MPI_REPLICA_TYPES,
     MPIJOB,
@@ -67,6 +71,7 @@ from lattice.api.constants import (
 from lattice.api.mpijob import MPIJob
 from lattice.frameworks import base as fw
 from lattice.frameworks import mpijob_children
+from lattice.frameworks.demands import pod_demand, template_problems
 from lattice.frameworks.kubeflow import KubeflowStatus, job_priority, priority_problems, validated
 from lattice.frameworks.mpijob_children import (
     OPERATOR_NAME,
@@ -79,7 +84,6 @@ from lattice.frameworks.mpijob_children import (
 )
 from lattice.frameworks.naming import DNS1035, MAX_NAME
 from lattice.frameworks.policies.mpi import CONFIG_MOUNT_PATH
-from lattice.frameworks.units import container_units, unit_problems
 
 __all__ = [
     "CONFIG_MOUNT_PATH",
@@ -137,14 +141,10 @@ class MPIJobPlugin(KubeflowStatus):
 
     def demand(self, job: MPIJob, ctx: fw.OperatorContext) -> fw.Demand:
         launcher, worker = job.spec.launcher, job.spec.worker
-        if ctx.node_mode:
-            launcher_units, worker_units = 1, 1
-        else:
-            unit = ctx.scheduling_unit
-            launcher_units = container_units(replica_containers(launcher), unit)
-            if not launcher_units and job.spec.run_launcher_as_worker:
-                launcher_units = 1
-            worker_units = container_units(replica_containers(worker), unit) or 1
+        name = job.metadata.name or ""
+        as_worker = job.spec.run_launcher_as_worker
+        first = pod_demand(_template_spec(launcher), ctx, worker=as_worker)
+        workers = pod_demand(_template_spec(worker), ctx, worker=True) if worker else None
         size = 1 + workers_of(job)
         policy = job.spec.run_policy
         templates = [s for s in (worker, launcher) if s is not None]
@@ -154,9 +154,13 @@ class MPIJobPlugin(KubeflowStatus):
             priority=job_priority(classes=classes, annotations=job.metadata.annotations, ctx=ctx),
             min_size=size,
             max_size=size,
-            fixed_pods=(launcher_units,),
-            replica_units=worker_units,
+            fixed_pods=(first.units,),
+            replica_units=workers.units if workers is not None else 0,
             suspended=policy.suspend,
+            fixed_demands=(first,),
+            replica_demand=workers,
+            fixed_names=(f"{name}-launcher",),
+            replica_prefix=f"{name}-worker-",
         )
 
     def run_policy(self, job: MPIJob) -> fw.RunPolicyView:
@@ -225,6 +229,11 @@ class MPIJobPlugin(KubeflowStatus):
         return fw.Progress(replicas=replicas, running=launcher_running >= 1 and all_running)
 
 
+def _template_spec(replica: ReplicaSpec | None) -> Mapping[str, Any]:
+    spec = replica.template.get("spec") if replica is not None else None
+    return spec if isinstance(spec, Mapping) else {}
+
+
 def _job_condition(status: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
     """The batch Job condition ``type_`` when its status is True."""
     for condition in status.get("conditions") or ():
@@ -264,11 +273,11 @@ def _problems(job: MPIJob, ctx: fw.OperatorContext) -> list[fw.Problem]:
             why = f'must be "Never" or "OnFailure", got {policy!r}'
             problems.append(fw.Problem(f"{where}.restartPolicy", why))
         containers = replica_containers(replica)
-        field = f"{where}.template.spec.containers"
+        field = f"{where}.template.spec"
         if not containers or not all(isinstance(c, Mapping) for c in containers):
-            problems.append(fw.Problem(field, "must define at least one container"))
-        elif not ctx.node_mode:
-            problems += unit_problems(containers, ctx.scheduling_unit, field=field)
+            problems.append(fw.Problem(f"{field}.containers", "must define at least one container"))
+        else:
+            problems += template_problems(_template_spec(replica), field=field)
     if not spec.ssh_auth_mount_path:
         problems.append(fw.Problem("spec.sshAuthMountPath", "must have a mount path for SSH keys"))
     last = f"{name}-worker-{max(workers_of(job), 1) - 1}"

@@ -8,12 +8,15 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
   template has containers, each with an image, one of them named ``mxnet``; plus ours: at least
   one replica in all, child names within 63 characters, the ``mxnet`` container's
   ``mxjob-port`` (when given) a port number, the integer ``lattice.breezeml.ai/priority``
-  annotation, well-formed unit quantities. A ``mxnet`` container without ``mxjob-port`` gets
+  annotation, well-formed templates (``demands.template_problems``). A ``mxnet`` container
+  without ``mxjob-port`` gets
   ``mxjob-port: 9091``, as v1.7's defaulting does. A ``runPolicy.managedBy``
   naming another controller is skipped by the reconciler and scheduler (``base.managed_elsewhere``).
 - **Demand.** A gang of every pod: ``min_size = max_size = sum(replicas)``. Every non-Worker
-  pod is a fixed pod of its own units (0 when it requests none), a Worker is one replica (its
-  units, at least 1); node mode: every pod is 1 unit. Priority: ``schedulingPolicy
+  pod is a fixed pod (named as its child, in the canonical type order), a Worker is one replica
+  ``<job>-worker-<i>``, each with its template's ``demands.pod_demand`` (units: its request of
+  the unit resource, possibly 0; node mode: 1 per Worker, 0 for the others; never exclusive).
+  Priority: ``schedulingPolicy
   .priorityClass``, the Worker (else the first other) template's ``priorityClassName``, the
   annotation, ``ctx.default_priority``.
 - **Children** (none at size 0; everything at any size > 0), per type in the order Scheduler,
@@ -26,7 +29,7 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
   ``DMLC_PS_ROOT_PORT``/``DMLC_PS_ROOT_URI`` (scheduler 0, or 0/""), ``DMLC_NUM_SERVER``,
   ``DMLC_NUM_WORKER``, ``DMLC_ROLE`` (type lower), ``DMLC_USE_KUBERNETES=1``, and Workers
   ``DMLC_WORKER_ID=<i>``. ExitCode runs as restartPolicy Never; the operator's node selector
-  (and node-mode exclusivity) applies to every pod.
+  applies to every pod (no node-mode exclusivity: pods share nodes by their requests).
 - **Progress** over the non-deleted pods with index < replicas of each type (none at size 0):
   active counts Running pods. A Failed pod is *recreated* under ExitCode when its ``mxnet``
   exit code is 128+ or unknown; any other Failed pod (Never, OnFailure, Always, ExitCode 1-127)
@@ -63,6 +66,7 @@ from lattice.api.constants import (
 from lattice.api.mxjob import MXJob
 from lattice.frameworks import base as fw
 from lattice.frameworks import mxjob_children
+from lattice.frameworks.demands import pod_demand, template_problems
 from lattice.frameworks.failures import is_retryable_exit_code
 from lattice.frameworks.kubeflow import (
     KubeflowStatus,
@@ -82,8 +86,8 @@ from lattice.frameworks.mxjob_children import (
     replica_types,
     replicas_of,
 )
-from lattice.frameworks.naming import child_name, service_name_problems
-from lattice.frameworks.units import container_units, unit_problems
+from lattice.frameworks.naming import child_name, child_prefix, service_name_problems
+from lattice.scheduler.core.model import PodDemand
 
 __all__ = [
     "CONTAINER_NAME",
@@ -157,16 +161,18 @@ class MXJobPlugin(KubeflowStatus):
     # ----------------------------------------------------------------------- scheduling
 
     def demand(self, job: MXJob, ctx: fw.OperatorContext) -> fw.Demand:
-        fixed: list[int] = []
-        worker_units = 1
+        name = job.metadata.name or ""
+        fixed: list[PodDemand] = []
+        names: list[str] = []
+        workers: PodDemand | None = None
         for rtype, spec in replica_types(job):
-            units = 1
-            if not ctx.node_mode:
-                units = container_units(template_containers(spec.template), ctx.scheduling_unit)
+            template = spec.template.get("spec") or {}
             if rtype == REPLICA_WORKER:
-                worker_units = units or 1
-            else:
-                fixed += [units] * replicas_of(spec)
+                workers = pod_demand(template, ctx, worker=True)
+                continue
+            pod = pod_demand(template, ctx, worker=False)
+            fixed += [pod] * replicas_of(spec)
+            names += [child_name(name, rtype, i) for i in range(replicas_of(spec))]
         size = sum(replicas_of(spec) for _, spec in replica_types(job))
         policy = job.spec.run_policy
         ordered = sorted(replica_types(job), key=lambda ts: ts[0] != REPLICA_WORKER)
@@ -176,9 +182,13 @@ class MXJobPlugin(KubeflowStatus):
             priority=job_priority(classes=classes, annotations=job.metadata.annotations, ctx=ctx),
             min_size=size,
             max_size=size,
-            fixed_pods=tuple(fixed),
-            replica_units=worker_units,
+            fixed_pods=tuple(p.units for p in fixed),
+            replica_units=workers.units if workers is not None else 0,
             suspended=policy.suspend,
+            fixed_demands=tuple(fixed),
+            replica_demand=workers,
+            fixed_names=tuple(names),
+            replica_prefix=child_prefix(name, REPLICA_WORKER),
         )
 
     def run_policy(self, job: MXJob) -> fw.RunPolicyView:
@@ -302,8 +312,9 @@ def _problems(job: MXJob, ctx: fw.OperatorContext) -> list[fw.Problem]:
             problems.append(fw.Problem(field, why))
         else:
             problems += _port_problems(containers, field)
-        if not ctx.node_mode:
-            problems += unit_problems(containers, ctx.scheduling_unit, field=field)
+        problems += template_problems(
+            spec.template.get("spec") or {}, field=f"{_SPECS}.{rtype}.template.spec"
+        )
         if replicas_of(spec):
             last = child_name(name, rtype, replicas_of(spec) - 1)
             longest = max(longest, last, key=len)

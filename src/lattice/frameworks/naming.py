@@ -34,6 +34,7 @@ __all__ = [
     "DNS1035",
     "MAX_NAME",
     "child_name",
+    "child_prefix",
     "job_owner",
     "object_meta",
     "owner_reference",
@@ -45,9 +46,14 @@ __all__ = [
 Obj = dict[str, Any]
 
 
+def child_prefix(job_name: str, replica_type: str) -> str:
+    """``<job>-<replica type, lower case>-``: ``child_name`` without the index."""
+    return f"{job_name}-{replica_type.lower()}-".replace("/", "-")
+
+
 def child_name(job_name: str, replica_type: str, index: int) -> str:
     """``<job>-<replica type, lower case>-<index>``, e.g. ``a-worker-0``."""
-    return f"{job_name}-{replica_type.lower()}-{index}".replace("/", "-")
+    return f"{child_prefix(job_name, replica_type)}{index}"
 
 
 def owner_reference(*, api_version: str, kind: str, name: str, uid: str) -> Obj:

@@ -7,8 +7,10 @@ Contract (pure; the spec or container is copied before anything changes):
   set, the operator wins, so pods land only in the pool the scheduler counted.
 - ``with_exclusive_node`` adds a required pod anti-affinity on ``MANAGED_LABEL`` (Exists) over
   ``kubernetes.io/hostname``: in node mode one Lattice replica takes a whole node. The user's
-  affinity terms are kept. ``with_placement`` is ``with_node_selector`` plus, in node mode,
-  ``with_exclusive_node``.
+  affinity terms are kept. ``with_placement`` is ``with_node_selector`` plus, for an
+  ``exclusive`` pod in node mode (a TrainingJob worker: ``demands.pod_demand``),
+  ``with_exclusive_node``; no other pod (launchers, MXNet schedulers and servers, initializers,
+  other kinds' workers) gets the anti-affinity.
 - ``pod_restart_policy``: a replica's restart policy as the pod's (ExitCode runs as Never: the
   reconciler recreates).
 """
@@ -87,7 +89,9 @@ def pod_restart_policy(policy: str) -> str:
     return "Never" if policy == "ExitCode" else policy
 
 
-def with_placement(spec: Mapping[str, Any], ctx: OperatorContext) -> Obj:
-    """The operator's node selector, and in node mode a whole node per pod."""
+def with_placement(
+    spec: Mapping[str, Any], ctx: OperatorContext, *, exclusive: bool = False
+) -> Obj:
+    """The operator's node selector, and for an exclusive pod in node mode a whole node."""
     result = with_node_selector(spec, ctx.node_selector)
-    return with_exclusive_node(result) if ctx.node_mode else result
+    return with_exclusive_node(result) if exclusive and ctx.node_mode else result

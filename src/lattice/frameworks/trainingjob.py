@@ -6,11 +6,13 @@ Contract (see ``lattice.frameworks.base`` for the protocol):
   camelCase paths (``spec.replicaSpecs.template.spec.containers[0].name``). Operator-side rules:
   ``metadata.name`` is a DNS-1035 label short enough for ``<name>-worker-<maxSize-1>`` to be a
   Service name (at most 63 characters); ``minSize <= maxSize``; the template has a container and
-  the first is named ``trainingjob``; ``injectLattice`` needs an explicit ``command``; outside
-  node mode, the scheduling unit's quantities in the template parse.
+  the first is named ``trainingjob``; ``injectLattice`` needs an explicit ``command``; the
+  template's quantities, node selector, required node affinity and tolerations are well formed
+  (``demands.template_problems``).
 - **Demand.** ``spec.priority``, ``[minSize, maxSize]``, no fixed pods, suspended by
-  ``runPolicy.suspend``. One replica costs 1 unit in node mode, else the sum over the template's
-  containers of ``requests[<unit>]`` (``limits`` when no request), or 1 when that sum is 0.
+  ``runPolicy.suspend``. Every worker is a replica ``<job>-worker-<i>`` with the template's
+  ``demands.pod_demand``: exclusive in node mode (one worker per node, 1 unit), else its
+  request of the unit resource (possibly 0).
 - **Children** at size ``n``: pods and headless Services ``<job>-worker-<i>``, ``i < n``, labelled
   by ``naming.replica_labels`` (``job-role: master`` on worker 0), owned by the job, with the
   operator's node selector merged and, in node mode, the one-replica-per-node anti-affinity.
@@ -64,6 +66,7 @@ from lattice.api.constants import (
 )
 from lattice.api.trainingjob import TrainingJob, TrainingJobFramework
 from lattice.frameworks import base as fw
+from lattice.frameworks.demands import pod_demand, template_problems
 from lattice.frameworks.failures import exit_code, must_recreate
 from lattice.frameworks.kubeflow import run_policy_view, validated
 from lattice.frameworks.manifests import (
@@ -74,6 +77,7 @@ from lattice.frameworks.manifests import (
 )
 from lattice.frameworks.naming import (
     child_name,
+    child_prefix,
     job_owner,
     replica_labels,
     replica_selector,
@@ -82,11 +86,9 @@ from lattice.frameworks.naming import (
 from lattice.frameworks.podspec import (
     pod_restart_policy,
     with_env,
-    with_exclusive_node,
-    with_node_selector,
+    with_placement,
 )
 from lattice.frameworks.policies import torch
-from lattice.frameworks.units import container_units, unit_problems
 
 __all__ = ["DEFAULT_PORT", "OPERATOR_NAME", "TrainingJobPlugin"]
 
@@ -138,16 +140,17 @@ class TrainingJobPlugin:
     # ----------------------------------------------------------------------- scheduling
 
     def demand(self, job: TrainingJob, ctx: fw.OperatorContext) -> fw.Demand:
-        units = 1
-        if not ctx.node_mode:
-            units = container_units(_containers(job), ctx.scheduling_unit) or 1
+        spec = job.spec.replica_specs.template.get("spec") or {}
+        worker = pod_demand(spec, ctx, worker=True, exclusive=True)
         return fw.Demand(
             priority=job.spec.priority,
             min_size=job.spec.min_size,
             max_size=job.spec.max_size,
             fixed_pods=(),
-            replica_units=units,
+            replica_units=worker.units,
             suspended=job.spec.run_policy.suspend,
+            replica_demand=worker,
+            replica_prefix=child_prefix(job.metadata.name or "", REPLICA_WORKER),
         )
 
     def run_policy(self, job: TrainingJob) -> fw.RunPolicyView:
@@ -168,9 +171,7 @@ class TrainingJobPlugin:
         ports = service_ports(main, default_name=TRAININGJOB_PORT_NAME, default_port=DEFAULT_PORT)
         base = dict(template.get("spec") or {})
         base["restartPolicy"] = pod_restart_policy(_restart_policy(job).value)
-        base = with_node_selector(base, ctx.node_selector)
-        if ctx.node_mode:
-            base = with_exclusive_node(base)
+        base = with_placement(base, ctx, exclusive=True)
         command = torch.torchrun_command(main["command"]) if job.spec.inject_lattice else None
         shared = _shared_env(job, port=port, ctx=ctx)
         pods: list[Obj] = []
@@ -331,8 +332,8 @@ def _problems(job: TrainingJob, ctx: fw.OperatorContext) -> list[fw.Problem]:
     if spec.inject_lattice and not (isinstance(command, list) and command):
         why = "required when spec.injectLattice is true: the image's own entrypoint cannot be "
         problems.append(fw.Problem(f"{_CONTAINERS}[0].command", why + "wrapped"))
-    if not ctx.node_mode:
-        problems += unit_problems(containers, ctx.scheduling_unit, field=_CONTAINERS)
+    pod_spec = job.spec.replica_specs.template.get("spec") or {}
+    problems += template_problems(pod_spec, field="spec.replicaSpecs.template.spec")
     return problems
 
 

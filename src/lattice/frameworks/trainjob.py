@@ -9,9 +9,11 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
 - **Demand.** Sizes count the gang's pods, initializers excluded (they run to completion
   before the trainer pods exist, on capacity the job already holds). The scaled job
   (torch/plain trainer, MPI ``node``) gives ``[min_nodes, max_nodes]``, plus every other pod as
-  a fixed pod (the MPI launcher). Units: node
-  mode 1 per pod; else the pod's containers' requests of the unit (limits when no request), at
-  least 1 for a scaled pod and for a launcher run as a node. Priority: the first known
+  a fixed pod (the MPI launcher), named as its pod; a scaled pod ``i`` is
+  ``<tj>-<scaled>-0-<i>``. Each has its template's ``demands.pod_demand`` (units: its request
+  of the unit resource, possibly 0; node mode: 1 for a scaled pod and a launcher run as a node
+  (or the trainer when nothing scales), 0 for the others; never exclusive). Initializers have
+  no demand: they run before the trainer's pods exist. Priority: the first known
   ``priorityClassName`` of the trainer pod template, then the other templates in order
   (initializers last), the ``lattice.breezeml.ai/priority`` annotation, ``ctx.default_priority``.
   Suspended: ``spec.suspend``.
@@ -89,8 +91,9 @@ from lattice.frameworks.base import (
     Progress,
     RunPolicyView,
 )
+from lattice.frameworks.demands import pod_demand
 from lattice.frameworks.kubeflow import KubeflowStatus, job_priority
-from lattice.frameworks.manifests import headless_service, template_containers
+from lattice.frameworks.manifests import headless_service
 from lattice.frameworks.naming import object_meta
 from lattice.frameworks.policies.mpi import ssh_auth_secret
 from lattice.frameworks.trainjob_plans import LAUNCHER, ReplicatedJobPlan, ResolvedJob
@@ -115,7 +118,7 @@ from lattice.frameworks.trainjob_status import (
     TrainJobMessages,
     jobs_status,
 )
-from lattice.frameworks.units import container_units
+from lattice.scheduler.core.model import PodDemand
 
 __all__ = [
     "ANNOTATION_RUNTIME_HASH",
@@ -159,17 +162,22 @@ class TrainJobPlugin(KubeflowStatus):
     # ----------------------------------------------------------------------- scheduling
 
     def demand(self, job: ResolvedJob, ctx: OperatorContext) -> Demand:
-        def units(r: ReplicatedJobPlan) -> int:
-            return 1 if ctx.node_mode else container_units(template_containers(r.template), unit)
+        def demand_of(r: ReplicatedJobPlan, *, worker: bool) -> PodDemand:
+            return pod_demand(r.template.get("spec") or {}, ctx, worker=worker)
 
-        unit = ctx.scheduling_unit
-        fixed: list[int] = []
+        as_node = job.mpi is not None and job.mpi.run_launcher_as_node
+        fixed: list[PodDemand] = []
+        names: list[str] = []
         for r in fixed_jobs(job):
-            n = units(r)
-            if r.name == LAUNCHER and job.mpi is not None and job.mpi.run_launcher_as_node:
-                n = n or 1
-            fixed += [n] * (r.replicas * r.parallelism)
-        scaled = max(units(job.rjob(job.scaled)), 1) if job.scaled else 1
+            # The launcher is a worker when it runs as a node (or is the whole job).
+            worker = (r.name == LAUNCHER and as_node) or (
+                job.scaled is None and r.name == job.trainer
+            )
+            fixed += [demand_of(r, worker=worker)] * (r.replicas * r.parallelism)
+            names += [
+                pod_name(job, r.name, j, i) for j in range(r.replicas) for i in range(r.parallelism)
+            ]
+        scaled = demand_of(job.rjob(job.scaled), worker=True) if job.scaled else None
         order = sorted(job.replicated_jobs, key=lambda r: (r.name != job.trainer, r.initializer))
         classes = [(r.template.get("spec") or {}).get("priorityClassName") for r in order]
         annotations = job.trainjob.metadata.annotations
@@ -177,9 +185,13 @@ class TrainJobPlugin(KubeflowStatus):
             priority=job_priority(classes=classes, annotations=annotations, ctx=ctx),
             min_size=len(fixed) + job.min_nodes,
             max_size=len(fixed) + job.max_nodes,
-            fixed_pods=tuple(fixed),
-            replica_units=scaled,
+            fixed_pods=tuple(p.units for p in fixed),
+            replica_units=scaled.units if scaled is not None else 0,
             suspended=job.suspend,
+            fixed_demands=tuple(fixed),
+            replica_demand=scaled,
+            fixed_names=tuple(names),
+            replica_prefix=pod_name(job, job.scaled, 0, 0)[:-1] if job.scaled else "",
         )
 
     def run_policy(self, job: ResolvedJob) -> RunPolicyView:

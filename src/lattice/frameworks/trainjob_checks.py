@@ -19,6 +19,7 @@ from lattice.api.constants import LABEL_TRAINJOB_ANCESTOR
 from lattice.api.runtime import TrainingRuntimeSpec
 from lattice.api.trainjob import TrainJob
 from lattice.frameworks.base import OperatorContext, Problem
+from lattice.frameworks.demands import template_problems
 from lattice.frameworks.manifests import template_containers
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_DATASET,
@@ -33,7 +34,7 @@ from lattice.frameworks.trainjob_plans import (
     RuntimeNotReady,
     TorchPlan,
 )
-from lattice.frameworks.units import quantity_units, unit_problems
+from lattice.frameworks.units import quantity_units
 
 __all__ = ["cross_problems", "not_ready", "num_proc_per_node", "runtime_problems", "steps"]
 
@@ -121,8 +122,8 @@ def runtime_problems(
         field = f"{base}[{i}].template.spec.template.spec"
         if not containers or not all(isinstance(c, Mapping) for c in containers):
             problems.append(Problem(f"{field}.containers", "must define at least one container"))
-        elif not ctx.node_mode:
-            problems += unit_problems(containers, ctx.scheduling_unit, field=f"{field}.containers")
+        else:
+            problems += template_problems(pod.get("spec") or {}, field=field)
         policy = (pod.get("spec") or {}).get("restartPolicy")
         if policy not in (None, "OnFailure", "Never"):
             problems.append(

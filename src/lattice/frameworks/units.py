@@ -1,61 +1,73 @@
-"""Resource units of pods as the scheduler counts them.
+"""Resource quantities of pod templates as the scheduler counts them.
 
 Contract (pure): ``quantity_units`` reads a Kubernetes quantity as integer units, rounded up,
-``cpu`` in millicores (``lattice.primitives.quantity``'s ``resource_units``); ``container_units``
-one resource over containers, a container's ``requests`` falling back to its ``limits`` (the
-apiserver defaults requests from limits); ``unit_problems`` names each malformed quantity of the
-scheduling unit in a template's containers.
+``cpu`` in millicores (``lattice.primitives.quantity``'s ``resource_units``);
+``quantity_problems`` names each malformed or negative quantity of a pod spec (every resource
+of every container and init container, ``requests`` and ``limits``, the pod-level
+``resources`` and ``overhead``) and each part that is not an object where one must be, so that
+the effective request (``lattice.primitives.requests.pod_requests``) of a spec without problems
+computes, and is what the apiserver will accept in the pod.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from lattice.frameworks.base import Problem
 from lattice.primitives.quantity import resource_units as quantity_units
 
-__all__ = ["container_units", "quantity_units", "unit_problems"]
-
-Obj = dict[str, Any]
+__all__ = ["quantity_problems", "quantity_units"]
 
 
-def container_units(containers: Iterable[Mapping[str, Any]], resource: str) -> int:
-    """Sum of ``resource`` over containers: ``requests``, else ``limits``, else 0."""
-    total = 0
-    for container in containers:
-        resources = container.get("resources") or {}
-        requests = resources.get("requests") or {}
-        limits = resources.get("limits") or {}
-        if resource in requests:
-            total += quantity_units(resource, requests[resource])
-        elif resource in limits:
-            total += quantity_units(resource, limits[resource])
-    return total
-
-
-def unit_problems(containers: Sequence[Any], resource: str, *, field: str) -> list[Problem]:
-    """A problem per malformed ``resource`` quantity in ``field[i].resources.{requests,limits}``."""
+def _list_problems(values: Any, *, field: str) -> list[Problem]:
+    """``values`` (a ``{resource: quantity}`` map) checked quantity by quantity."""
+    if values is None:
+        return []
+    if not isinstance(values, Mapping):
+        return [Problem(field, "must be an object")]
     problems: list[Problem] = []
-    for i, container in enumerate(containers):
-        if not isinstance(container, Mapping):
-            problems.append(Problem(f"{field}[{i}]", "must be an object"))
+    for name, value in values.items():
+        try:
+            units = quantity_units(str(name), value)
+        except ValueError:
+            problems.append(Problem(f"{field}[{name}]", f"must be a quantity, got {value!r}"))
             continue
-        resources = container.get("resources") or {}
-        if not isinstance(resources, Mapping):
-            problems.append(Problem(f"{field}[{i}].resources", "must be an object"))
+        if units < 0:
+            why = f"must be greater than or equal to 0, got {value!r}"
+            problems.append(Problem(f"{field}[{name}]", why))
+    return problems
+
+
+def _requirements_problems(resources: Any, *, field: str) -> list[Problem]:
+    if resources is None:
+        return []
+    if not isinstance(resources, Mapping):
+        return [Problem(field, "must be an object")]
+    problems: list[Problem] = []
+    for kind in ("requests", "limits"):
+        problems += _list_problems(resources.get(kind), field=f"{field}.{kind}")
+    return problems
+
+
+def quantity_problems(spec: Mapping[str, Any], *, field: str) -> list[Problem]:
+    """A problem per malformed quantity (or part) of pod spec ``spec`` at path ``field``."""
+    problems: list[Problem] = []
+    for group in ("containers", "initContainers"):
+        containers = spec.get(group)
+        if containers is None:
             continue
-        for kind in ("requests", "limits"):
-            values = resources.get(kind) or {}
-            if not isinstance(values, Mapping):
-                problems.append(Problem(f"{field}[{i}].resources.{kind}", "must be an object"))
+        if not isinstance(containers, list):
+            problems.append(Problem(f"{field}.{group}", "must be a list"))
+            continue
+        for i, container in enumerate(containers):
+            where = f"{field}.{group}[{i}]"
+            if not isinstance(container, Mapping):
+                problems.append(Problem(where, "must be an object"))
                 continue
-            value = values.get(resource)
-            if value is None:
-                continue
-            try:
-                quantity_units(resource, value)
-            except ValueError:
-                where = f"{field}[{i}].resources.{kind}[{resource}]"
-                problems.append(Problem(where, f"must be a quantity, got {value!r}"))
+            problems += _requirements_problems(
+                container.get("resources"), field=f"{where}.resources"
+            )
+    problems += _requirements_problems(spec.get("resources"), field=f"{field}.resources")
+    problems += _list_problems(spec.get("overhead"), field=f"{field}.overhead")
     return problems

@@ -8,7 +8,8 @@ Contract: nothing here imports from the rest of ``lattice`` or from any third-pa
 - ``keys``: store keys (``namespace/name``) and kind keys (``Kind/namespace/name``);
 - ``paths``: reading a nested mapping by a path of keys;
 - ``times``: ``metav1.Time``/``metav1.MicroTime`` formatting, parsing and normalisation;
-- ``quantity``: Kubernetes quantities (``"500m"``, ``"1Gi"``, ``2``) as integer units.
+- ``quantity``: Kubernetes quantities (``"500m"``, ``"1Gi"``, ``2``) as integer units;
+- ``requests``: a pod's effective request per resource, by kube-scheduler's rules.
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ Contract:
 - ``ForeignPodUsage`` is for every other pod bound to a node: just the node and the requests the
   scheduler must subtract from that node's capacity. Unbound and terminal pods give None. Watch
   them with ``FOREIGN_POD_FIELD_SELECTOR`` and a label selector that excludes our pods.
-- ``NodeInfo`` holds allocatable units (``cpu`` in millicores, bytes, counts), readiness,
-  ``spec.unschedulable`` and taints as ``(key, effect)`` pairs; the scheduler decides which taints
-  it tolerates.
+- ``NodeInfo`` holds labels, allocatable units of every resource (``cpu`` in millicores, bytes,
+  counts, ``pods``), readiness, ``spec.unschedulable`` and taints as ``(key, value, effect)``
+  triples; the scheduler decides which taints a pod tolerates.
 - ``ObjectInfo`` is a generic metadata projection: identity, resourceVersion, controller owner,
   creation/deletion times and the ``KEPT_LABEL_PREFIXES`` labels. It is how our Services are
   cached (one per pod for TrainingJob: ~0.6 KB each instead of ~11 KB raw); the reconciler
@@ -48,6 +48,7 @@ from typing import Any
 
 from lattice.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from lattice.primitives.keys import namespaced_key, owner_key
+from lattice.primitives.requests import ResourceList, pod_requests, resource_list
 from lattice.runtime.interning import (
     Interner,
     OwnerRef,
@@ -55,7 +56,6 @@ from lattice.runtime.interning import (
     intern_opt,
     shared_time,
 )
-from lattice.runtime.quantity import ResourceList, pod_requests, resource_list
 
 __all__ = [
     "FOREIGN_POD_FIELD_SELECTOR",
@@ -329,7 +329,8 @@ class NodeInfo:
     allocatable: Mapping[str, int]
     ready: bool
     unschedulable: bool
-    taints: tuple[tuple[str, str], ...]
+    #: ``(key, value, effect)`` of each taint.
+    taints: tuple[tuple[str, str, str], ...]
     resource_version: str
 
 
@@ -348,7 +349,11 @@ def node_info(obj: Obj) -> NodeInfo:
         ready=ready,
         unschedulable=bool(spec.get("unschedulable")),
         taints=tuple(
-            (_intern(str(t.get("key", ""))), _intern(str(t.get("effect", ""))))
+            (
+                _intern(str(t.get("key") or "")),
+                _intern(str(t.get("value") or "")),
+                _intern(str(t.get("effect") or "")),
+            )
             for t in spec.get("taints") or ()
         ),
         resource_version=str(meta.get("resourceVersion", "")),

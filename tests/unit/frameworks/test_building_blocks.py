@@ -34,7 +34,7 @@ from lattice.frameworks.podspec import (
     with_exclusive_node,
     with_node_selector,
 )
-from lattice.frameworks.units import container_units, quantity_units, unit_problems
+from lattice.frameworks.units import quantity_problems, quantity_units
 from lattice.runtime.projections import pod_info
 
 Obj = dict[str, Any]
@@ -353,26 +353,6 @@ def test_malformed_quantities_raise(quantity: str) -> None:
 GPU = "nvidia.com/gpu"
 
 
-@pytest.mark.parametrize(
-    ("containers", "units"),
-    [
-        pytest.param([{"resources": {"requests": {GPU: 2}}}], 2, id="requests"),
-        pytest.param([{"resources": {"limits": {GPU: 3}}}], 3, id="limits when no request"),
-        pytest.param(
-            [{"resources": {"requests": {GPU: 1}, "limits": {GPU: 2}}}], 1, id="request wins"
-        ),
-        pytest.param(
-            [{"resources": {"requests": {GPU: 1}}}, {"resources": {"limits": {GPU: 2}}}],
-            3,
-            id="summed over containers",
-        ),
-        pytest.param([{"resources": {"requests": {"cpu": 1}}}, {}], 0, id="none requested"),
-    ],
-)
-def test_container_units(containers: list[Obj], units: int) -> None:
-    assert container_units(containers, GPU) == units
-
-
 # --------------------------------------------------------------------------- failures
 
 
@@ -470,30 +450,47 @@ def test_validation_problems_use_camel_case_paths_and_indexes() -> None:
     ]
 
 
-def test_unit_problems_name_each_malformed_quantity() -> None:
-    containers = [
-        {"resources": {"requests": {GPU: "1"}}},
-        {"resources": {"requests": {GPU: "x"}, "limits": {GPU: "y", "cpu": "z"}}},
-    ]
-    assert unit_problems(containers, GPU, field="c") == [
-        Problem(f"c[1].resources.requests[{GPU}]", "must be a quantity, got 'x'"),
-        Problem(f"c[1].resources.limits[{GPU}]", "must be a quantity, got 'y'"),
+def test_quantity_problems_name_each_malformed_quantity() -> None:
+    spec = {
+        "containers": [
+            {"resources": {"requests": {GPU: "1"}}},
+            {"resources": {"requests": {GPU: "x"}, "limits": {GPU: "y", "cpu": "z"}}},
+        ],
+        "initContainers": [{"resources": {"requests": {"memory": "1Qi"}}}],
+        "resources": {"limits": {"cpu": "?"}},
+        "overhead": {"memory": "lots", "cpu": "-1"},
+    }
+    assert quantity_problems(spec, field="s") == [
+        Problem(f"s.containers[1].resources.requests[{GPU}]", "must be a quantity, got 'x'"),
+        Problem(f"s.containers[1].resources.limits[{GPU}]", "must be a quantity, got 'y'"),
+        Problem("s.containers[1].resources.limits[cpu]", "must be a quantity, got 'z'"),
+        Problem("s.initContainers[0].resources.requests[memory]", "must be a quantity, got '1Qi'"),
+        Problem("s.resources.limits[cpu]", "must be a quantity, got '?'"),
+        Problem("s.overhead[memory]", "must be a quantity, got 'lots'"),
+        Problem("s.overhead[cpu]", "must be greater than or equal to 0, got '-1'"),
     ]
 
 
 @pytest.mark.parametrize(
-    ("containers", "field"),
+    ("spec", "field", "why"),
     [
-        pytest.param([3], "c[0]", id="a container that is not an object"),
-        pytest.param([{"resources": 1}], "c[0].resources", id="resources that is not an object"),
+        pytest.param({"containers": [3]}, "s.containers[0]", "must be an object", id="container"),
         pytest.param(
-            [{"resources": {"limits": ["x"]}}], "c[0].resources.limits", id="limits not an object"
+            {"containers": [{"resources": 1}]},
+            "s.containers[0].resources",
+            "must be an object",
+            id="resources that is not an object",
         ),
+        pytest.param(
+            {"containers": [{"resources": {"limits": ["x"]}}]},
+            "s.containers[0].resources.limits",
+            "must be an object",
+            id="limits not an object",
+        ),
+        pytest.param({"initContainers": {}}, "s.initContainers", "must be a list", id="not a list"),
     ],
 )
-def test_unit_problems_name_malformed_parts_instead_of_crashing(
-    containers: list[Any], field: str
+def test_quantity_problems_name_malformed_parts_instead_of_crashing(
+    spec: Obj, field: str, why: str
 ) -> None:
-    problems = unit_problems(containers, "nvidia.com/gpu", field="c")
-    assert [p.field for p in problems] == [field]
-    assert "must be an object" in problems[0].message
+    assert quantity_problems(spec, field="s") == [Problem(field, why)]

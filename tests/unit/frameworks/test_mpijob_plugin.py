@@ -34,9 +34,9 @@ from lattice.frameworks.mpijob import (
     hostfile,
     workers_ready,
 )
-from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.registry import PLUGINS, plugin_for
 from lattice.runtime.projections import pod_info
+from lattice.scheduler.core.model import Toleration
 from tests.support.builders import FakePod
 
 Obj = dict[str, Any]
@@ -251,12 +251,13 @@ def gpus(n: int) -> Obj:
 @pytest.mark.parametrize(
     ("launcher_resources", "worker_resources", "as_worker", "ctx", "fixed", "units"),
     [
-        pytest.param(gpus(0), gpus(4), False, NODE, (1,), 1, id="node mode: every pod a node"),
+        pytest.param(gpus(0), gpus(4), False, NODE, (0,), 1, id="node mode: a worker per unit"),
+        pytest.param(gpus(0), gpus(4), True, NODE, (1,), 1, id="node mode: a worker launcher"),
         pytest.param({}, gpus(4), False, GPU_CTX, (0,), 4, id="a cpu launcher holds no gpu"),
         pytest.param(gpus(1), gpus(4), False, GPU_CTX, (1,), 4, id="a launcher asking for gpus"),
-        pytest.param({}, gpus(2), True, GPU_CTX, (1,), 2, id="a launcher that is a worker"),
+        pytest.param({}, gpus(2), True, GPU_CTX, (0,), 2, id="a worker launcher asking none"),
         pytest.param(gpus(2), gpus(2), True, GPU_CTX, (2,), 2, id="worker launcher's request"),
-        pytest.param({}, {}, False, GPU_CTX, (0,), 1, id="a worker asking for none counts 1"),
+        pytest.param({}, {}, False, GPU_CTX, (0,), 0, id="a cpu-only job holds no gpu"),
     ],
 )
 def test_gang_demand_and_units(
@@ -274,6 +275,37 @@ def test_gang_demand_and_units(
     demand = PLUGIN.demand(parse(obj, ctx), ctx)
     assert (demand.min_size, demand.max_size) == (3, 3)
     assert (demand.fixed_pods, demand.replica_units) == (fixed, units)
+    assert demand.replica_demand is not None
+    assert tuple(d.units for d in demand.fixed_demands) == fixed
+    assert demand.replica_demand.units == units
+    assert not demand.replica_demand.exclusive
+    assert not demand.fixed_demands[0].exclusive
+
+
+def test_demand_names_the_launcher_job_and_the_workers() -> None:
+    obj = pi()
+    replica(obj, "Launcher")["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "500m", "memory": "1Gi"}
+    }
+    replica(obj, "Worker")["template"]["spec"]["containers"][0]["resources"] = gpus(4)
+    replica(obj, "Worker")["template"]["spec"]["tolerations"] = [
+        {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
+    ]
+    ctx = OperatorContext(scheduling_unit=GPU, node_selector=(("pool", "a"),))
+    job = parse(obj, ctx)
+    demand = PLUGIN.demand(job, ctx)
+    kids = PLUGIN.children(job, size=demand.max_size, ctx=ctx)
+    assert demand.fixed_names == (kids.jobs[0]["metadata"]["name"],) == ("pi-launcher",)
+    assert demand.replica_prefix == "pi-worker-"
+    workers = [p["metadata"]["name"] for p in kids.pods]
+    assert workers == [f"{demand.replica_prefix}{i}" for i in range(demand.max_size - 1)]
+    launcher, worker = demand.fixed_demands[0], demand.replica_demand
+    assert worker is not None
+    assert launcher.requests == (("cpu", 500), ("memory", 2**30), ("pods", 1))
+    assert worker.requests == ((GPU, 4), ("pods", 1))
+    assert launcher.constraint.node_selector == worker.constraint.node_selector == (("pool", "a"),)
+    assert launcher.constraint.tolerations == ()
+    assert worker.constraint.tolerations == (Toleration(GPU, "Exists", "", "NoSchedule"),)
 
 
 PRIORITIES = OperatorContext(priority_classes={"high": 1000, "low": 10}, default_priority=5)
@@ -649,25 +681,14 @@ def test_pod_template_details_are_kept_and_completed() -> None:
     assert spec["volumes"][1]["secret"]["defaultMode"] == 0o600
 
 
-def test_placement_on_every_pod_including_the_launcher() -> None:
+def test_node_selector_on_every_pod_and_no_pod_takes_a_whole_node() -> None:
     ctx = OperatorContext(node_selector=(("pool", "gpu"),))
-    kids = children(pi(), ctx)
-    specs = [p["spec"] for p in kids.pods] + [kids.jobs[0]["spec"]["template"]["spec"]]
-    for spec in specs:
-        assert spec["nodeSelector"] == {"pool": "gpu"}
-        terms = spec["affinity"]["podAntiAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ]
-        assert terms == [
-            {
-                "labelSelector": {
-                    "matchExpressions": [{"key": MANAGED_LABEL, "operator": "Exists"}]
-                },
-                "topologyKey": HOSTNAME_TOPOLOGY_KEY,
-            }
-        ]
-    gpu = children(pi(), GPU_CTX)
-    assert all("affinity" not in p["spec"] for p in gpu.pods)
+    for context in (ctx, GPU_CTX):
+        kids = children(pi(), context)
+        specs = [p["spec"] for p in kids.pods] + [kids.jobs[0]["spec"]["template"]["spec"]]
+        for spec in specs:
+            assert spec.get("nodeSelector", {}) == dict(context.node_selector)
+            assert "affinity" not in spec  # only TrainingJob workers are exclusive
 
 
 def test_children_never_mutate_the_job_and_share_nothing() -> None:

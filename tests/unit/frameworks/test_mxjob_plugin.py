@@ -29,7 +29,6 @@ from lattice.frameworks.base import (
 )
 from lattice.frameworks.manifests import go_json
 from lattice.frameworks.mxjob import MXJobMessages, MXJobPlugin, mx_config
-from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.registry import plugin_for
 from lattice.runtime.projections import pod_info
 from tests.support.builders import FakeContainer, FakePod
@@ -287,7 +286,7 @@ def with_gpus(obj: Obj, **per_type: int) -> Obj:
 @pytest.mark.parametrize(
     ("obj", "ctx", "size", "fixed", "units"),
     [
-        pytest.param(dist(), NODE, 3, (1, 1), 1, id="dist, node mode: every pod a node"),
+        pytest.param(dist(), NODE, 3, (0, 0), 1, id="dist, node mode: a unit per worker"),
         pytest.param(dist(), GPU_CTX, 3, (0, 0), 1, id="dist in gpus: the worker's 1"),
         pytest.param(byteps(), GPU_CTX, 5, (0, 0, 0), 8, id="byteps: 2 x 8-gpu workers"),
         pytest.param(
@@ -303,7 +302,7 @@ def with_gpus(obj: Obj, **per_type: int) -> Obj:
             GPU_CTX,
             3,
             (0, 0, 0),
-            1,
+            0,
             id="no workers: every pod is fixed",
         ),
         pytest.param(
@@ -311,8 +310,8 @@ def with_gpus(obj: Obj, **per_type: int) -> Obj:
             GPU_CTX,
             3,
             (0, 0),
-            1,
-            id="a worker asking for none counts 1",
+            0,
+            id="a worker asking for none holds no gpu",
         ),
     ],
 )
@@ -322,7 +321,25 @@ def test_gang_demand_and_units(
     demand = PLUGIN.demand(parse(obj, ctx), ctx)
     assert (demand.min_size, demand.max_size) == (size, size)
     assert (demand.fixed_pods, demand.replica_units) == (fixed, units)
+    assert tuple(d.units for d in demand.fixed_demands) == fixed
     assert demand.suspended is False
+
+
+def test_demand_names_every_pod_as_its_child() -> None:
+    job = parse(with_gpus(byteps(), Server=2), GPU_CTX)
+    demand = PLUGIN.demand(job, GPU_CTX)
+    pods = [p["metadata"]["name"] for p in PLUGIN.children(job, size=5, ctx=GPU_CTX).pods]
+    workers = [
+        f"{demand.replica_prefix}{i}" for i in range(demand.max_size - len(demand.fixed_names))
+    ]
+    assert sorted(pods) == sorted([*demand.fixed_names, *workers])
+    assert demand.replica_prefix.endswith("-worker-")
+    servers = [n for n in demand.fixed_names if "-server-" in n]
+    for name, pod in zip(demand.fixed_names, demand.fixed_demands, strict=True):
+        assert pod.units == (2 if name in servers else 0)
+        assert not pod.exclusive
+    assert demand.replica_demand is not None
+    assert demand.replica_demand.units == 8
 
 
 PRIORITIES = OperatorContext(priority_classes={"high": 1000, "low": 10}, default_priority=5)
@@ -624,14 +641,11 @@ def test_restart_policy(policy: str, pod_policy: str) -> None:
     assert children(obj).pods[2]["spec"]["restartPolicy"] == pod_policy
 
 
-def test_placement_on_every_pod() -> None:
+def test_node_selector_on_every_pod_and_no_pod_takes_a_whole_node() -> None:
     ctx = OperatorContext(node_selector=(("pool", "gpu"),))
     for pod in children(dist(), ctx).pods:
         assert pod["spec"]["nodeSelector"] == {"pool": "gpu"}
-        terms = pod["spec"]["affinity"]["podAntiAffinity"]
-        assert terms["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"] == (
-            HOSTNAME_TOPOLOGY_KEY
-        )
+        assert "affinity" not in pod["spec"]  # only TrainingJob workers are exclusive
     assert all("affinity" not in p["spec"] for p in children(dist(), GPU_CTX).pods)
 
 

@@ -177,9 +177,26 @@ def test_invalid_jobs_name_each_field(obj: Obj, ctx: OperatorContext, problems: 
     assert all(isinstance(p, Problem) for p in info.value.problems)
 
 
-def test_unit_quantities_are_not_checked_in_node_mode() -> None:
-    container = {"name": "trainingjob", "resources": {"limits": {GPU: "lots"}}}
-    assert parse(manifest(container=container), NODE).spec.max_size == 1
+def test_a_negative_gpu_count_names_the_field() -> None:
+    container = {"name": "trainingjob", "image": "i", "resources": {"limits": {GPU: -1}}}
+    with pytest.raises(InvalidJob) as info:
+        parse(manifest(container=container), GPU_CTX)
+    assert [str(p) for p in info.value.problems] == [
+        f"{CONTAINERS}[0].resources.limits[{GPU}]: must be greater than or equal to 0, got -1"
+    ]
+
+
+@pytest.mark.parametrize("ctx", [NODE, GPU_CTX])
+def test_every_quantity_and_constraint_is_checked_in_every_mode(ctx: OperatorContext) -> None:
+    container = {"name": "trainingjob", "image": "i", "resources": {"limits": {"cpu": "lots"}}}
+    bad = {"tolerations": [{"key": "a", "operator": "Exists", "value": "b"}]}
+    with pytest.raises(InvalidJob) as info:
+        parse(manifest(container=container, template_spec=bad), ctx)
+    assert [str(p) for p in info.value.problems] == [
+        f"{CONTAINERS}[0].resources.limits[cpu]: must be a quantity, got 'lots'",
+        "spec.replicaSpecs.template.spec.tolerations[0].value: must be empty when operator "
+        "is Exists",
+    ]
 
 
 # --------------------------------------------------------------------------- demand
@@ -207,15 +224,45 @@ def resources(requests: Obj | None = None, limits: Obj | None = None) -> Obj:
             2,
             id="summed over the template's containers",
         ),
-        pytest.param(resources({"cpu": 1}), (), GPU_CTX, 1, id="no gpu requested: 1"),
-        pytest.param(resources({GPU: 0}), (), GPU_CTX, 1, id="zero requested: 1"),
+        pytest.param(resources({"cpu": 1}), (), GPU_CTX, 0, id="no gpu requested: 0"),
+        pytest.param(resources({GPU: 0}), (), GPU_CTX, 0, id="zero requested: 0"),
     ],
 )
 def test_replica_units(
     container: Obj, extra: tuple[Obj, ...], ctx: OperatorContext, units: int
 ) -> None:
     job = parse(manifest(container=container, extra_containers=extra), ctx)
-    assert PLUGIN.demand(job, ctx).replica_units == units
+    demand = PLUGIN.demand(job, ctx)
+    assert demand.replica_units == units
+    assert demand.replica_demand is not None
+    assert demand.replica_demand.units == units
+
+
+@pytest.mark.parametrize(("ctx", "exclusive"), [(NODE, True), (GPU_CTX, False)])
+def test_workers_are_exclusive_in_node_mode_only(ctx: OperatorContext, exclusive: bool) -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a"]}]}
+                ]
+            }
+        }
+    }
+    job = parse(manifest(template_spec={"affinity": affinity}, maxSize=3), ctx)
+    demand = PLUGIN.demand(job, ctx)
+    worker = demand.replica_demand
+    assert worker is not None
+    assert worker.exclusive is exclusive
+    assert worker.requests == (("pods", 1),)
+    assert worker.constraint.describe() == "pool=a"
+    assert (demand.fixed_pods, demand.fixed_demands, demand.fixed_names) == ((), (), ())
+    pods = PLUGIN.children(job, size=3, ctx=ctx).pods
+    assert [p["metadata"]["name"] for p in pods] == [
+        f"{demand.replica_prefix}{i}" for i in range(3)
+    ]
+    for pod in pods:
+        assert ("podAntiAffinity" in pod["spec"]["affinity"]) is exclusive
 
 
 def test_demand_carries_priority_range_and_suspension() -> None:

@@ -23,7 +23,6 @@ from lattice.frameworks.base import (
     RunPolicyView,
     managed_elsewhere,
 )
-from lattice.frameworks.podspec import HOSTNAME_TOPOLOGY_KEY
 from lattice.frameworks.trainjob import (
     TrainJobPlugin,
     hostfile,
@@ -516,16 +515,23 @@ def test_mpi_pods_and_hostfile_per_run_launcher_as_node(
 @pytest.mark.parametrize(
     ("as_node", "unit", "fixed", "units", "size"),
     [
-        pytest.param(True, "node", (1,), 1, 2, id="node mode: launcher and node one node each"),
-        pytest.param(True, GPU, (1,), 1, 2, id="a launcher run as node costs at least 1"),
-        pytest.param(False, GPU, (0,), 1, 3, id="a separate launcher with no GPU costs nothing"),
+        pytest.param(True, "node", (1,), 1, 2, id="node mode: launcher and node one unit each"),
+        pytest.param(False, "node", (0,), 1, 3, id="node mode: a separate launcher no unit"),
+        pytest.param(True, GPU, (0,), 0, 2, id="pods requesting no GPU hold none"),
+        pytest.param(False, GPU, (0,), 0, 3, id="a separate launcher with no GPU costs nothing"),
     ],
 )
 def test_mpi_gang_demand(
     as_node: bool, unit: str, fixed: tuple[int, ...], units: int, size: int
 ) -> None:
     context = ctx(mpi_runtime(as_node), unit=unit)
-    demand = PLUGIN.demand(parse(tj("mpi", trainer={"numNodes": 2}), context), context)
+    job = parse(tj("mpi", trainer={"numNodes": 2}), context)
+    demand = PLUGIN.demand(job, context)
+    pods = [p["metadata"]["name"] for p in PLUGIN.children(job, size=size, ctx=context).pods]
+    replicas = [f"{demand.replica_prefix}{i}" for i in range(size - len(fixed))]
+    assert pods == [*demand.fixed_names, *replicas]
+    assert demand.fixed_names == ("tj-launcher-0-0",)
+    assert tuple(d.units for d in demand.fixed_demands) == fixed
     assert (demand.fixed_pods, demand.replica_units, demand.min_size, demand.max_size) == (
         fixed,
         units,
@@ -585,7 +591,7 @@ def test_priority_order(obj: Obj, context: OperatorContext, priority: int) -> No
             4,
             id="resourcesPerNode GPUs",
         ),
-        pytest.param({}, GPU, 1, 1, id="no GPU request still costs 1, numNodes from the runtime"),
+        pytest.param({}, GPU, 1, 0, id="no GPU request holds no GPU, numNodes from the runtime"),
     ],
 )
 def test_torch_gang_demand(trainer: Obj, unit: str, size: int, units: int) -> None:
@@ -961,7 +967,7 @@ def test_replicated_jobs_by_ancestor_label_or_by_name() -> None:
         ("tj-trainer-job-0-1", "mine:2"),
     ]
     assert env_of(main(pods[1]))["PET_MASTER_ADDR"] == "tj-trainer-job-0-0.tj"
-    assert PLUGIN.demand(job, NODE).fixed_pods == (1,)
+    assert PLUGIN.demand(job, NODE).fixed_pods == (0,)  # an auxiliary job: no unit
 
 
 def test_mpi_without_labels_overrides_the_launcher() -> None:
@@ -1093,7 +1099,7 @@ def test_without_dns_hostnames_no_subdomain_and_no_service() -> None:
     assert children.services == ()
 
 
-def test_placement_on_every_pod_including_initializers() -> None:
+def test_node_selector_on_every_pod_including_initializers_none_exclusive() -> None:
     context = ctx(INIT_RT, node_selector=(("pool", "gpu"),))
     job = parse(tj("init"), context)
     pods = [
@@ -1103,10 +1109,7 @@ def test_placement_on_every_pod_including_initializers() -> None:
     assert len(pods) == 3
     for pod in pods:
         assert pod["spec"]["nodeSelector"] == {"pool": "gpu"}
-        terms = pod["spec"]["affinity"]["podAntiAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ]
-        assert terms[-1]["topologyKey"] == HOSTNAME_TOPOLOGY_KEY
+        assert "podAntiAffinity" not in (pod["spec"].get("affinity") or {})  # not exclusive
 
 
 def test_children_never_mutate_inputs() -> None:

@@ -186,9 +186,10 @@ def state(plan: Plan) -> dict[str, tuple[str, int]]:
 
 
 def ref_place(free: list[int], units: int) -> bool:
-    """Best fit of one pod on a per-node list: the smallest free value that holds it."""
+    """Best fit of one pod on a per-node list: the smallest free value that holds it (a pod
+    asking for nothing still needs a node)."""
     if units <= 0:
-        return True
+        return bool(free)
     best = -1
     for i, f in enumerate(free):
         if f >= units and (best < 0 or f < free[best]):

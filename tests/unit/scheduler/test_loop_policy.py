@@ -157,12 +157,12 @@ def exec_block(*conditions: dict[str, Any], **more: Any) -> dict[str, Any]:
         pytest.param(exec_block({"type": "Failed", "status": "False"}), None, id="a False Failed"),
         pytest.param(
             exec_block({"type": "Succeeded", "status": "True"}, completionTime="t1"),
-            {"stage": "Completed", "currentSize": 0, "completionTime": "t1"},
+            {"stage": "Completed", "currentSize": 0, "placement": None, "completionTime": "t1"},
             id="succeeded: the exec completion time",
         ),
         pytest.param(
             exec_block({"type": "Failed", "status": "True", "lastTransitionTime": "t2"}),
-            {"stage": "Completed", "currentSize": 0, "completionTime": "t2"},
+            {"stage": "Completed", "currentSize": 0, "placement": None, "completionTime": "t2"},
             id="failed: else the condition's time",
         ),
         pytest.param(
@@ -177,6 +177,7 @@ def exec_block(*conditions: dict[str, Any], **more: Any) -> dict[str, Any]:
             {
                 "stage": "Wrong",
                 "currentSize": 0,
+                "placement": None,
                 "reason": "InvalidSpec",
                 "message": "invalid K: x",
             },
@@ -192,3 +193,6 @@ def test_terminal_pending_treats_null_as_absent() -> None:
     fields = {"stage": "Completed", "currentSize": 0, "completionTime": None}
     assert not terminal_pending({"stage": "Completed", "currentSize": 0}, fields)
     assert terminal_pending({"stage": "Running", "currentSize": 0}, fields)
+    # A finished job's placement is removed.
+    done = {"stage": "Completed", "currentSize": 0, "placement": None}
+    assert terminal_pending({"stage": "Completed", "currentSize": 0, "placement": {"a": "n"}}, done)

@@ -306,6 +306,7 @@ async def test_a_pass_writes_status_then_events_and_metrics() -> None:
             "lastResizeTime": now,
             "admittedTime": now,
             "lastDecision": "Admitted with 2 (min 1, max 2)",
+            "placement": {"0": "n0", "1": "n1"},
         }
     }
     assert h.status("a")["stage"] == "Running"
@@ -803,7 +804,7 @@ async def test_a_restarted_loop_reproduces_the_plan_from_persisted_status() -> N
         cooldown_base=timedelta(seconds=60),
         las_first_band=100.0,
     )
-    pending = pod_obj("hi-w1", job="hi", phase="Pending", created=0)
+    pending = pod_obj("hi-w1", job="hi", phase="Pending", created=0, unschedulable_since=0)
 
     def restart() -> Harness:
         fresh = Harness(config=config, client=h.client.copy(), clock=h.clock)
@@ -947,8 +948,11 @@ async def test_a_short_pending_costs_no_write_and_a_long_one_is_written_at_a_min
     async with running(h.loop.run):
         await parked(h, 1)
         admitted = len(h.client.patches)
-        # A pod pending since now: requeueTime would be now, which the pod itself gives.
-        h.pods.on_event("ADDED", pod_obj("quick-w0", job="quick", phase="Pending", created=0))
+        # A pod unschedulable since now: requeueTime would be now, which the pod itself gives.
+        h.pods.on_event(
+            "ADDED",
+            pod_obj("quick-w0", job="quick", phase="Pending", created=0, unschedulable_since=0),
+        )
         await parked(h, 2)
         assert len(h.client.patches) == admitted
         assert h.status("quick").get("requeueTime") is None
@@ -961,9 +965,17 @@ async def test_a_short_pending_costs_no_write_and_a_long_one_is_written_at_a_min
         )
         await parked(h, 3)
         assert len(h.client.patches) == admitted
-        # Pending again, this time for longer: the loop wakes at the minute and writes it.
+        # Unschedulable again, this time for longer: the loop wakes at the minute and writes it.
         h.pods.on_event(
-            "MODIFIED", pod_obj("quick-w0", job="quick", phase="Pending", created=30, rv="3")
+            "MODIFIED",
+            pod_obj(
+                "quick-w0",
+                job="quick",
+                phase="Pending",
+                created=0,
+                unschedulable_since=30,
+                rv="3",
+            ),
         )
         await parked(h, 4)
         assert len(h.client.patches) == admitted
@@ -1108,12 +1120,6 @@ async def test_only_relevant_changes_trigger_a_pass() -> None:
         assert await passes_after(lambda: h.nodes.on_event("MODIFIED", node_obj("n0", rv="2"))) == 0
         assert (
             await passes_after(
-                lambda: h.foreign.on_event("ADDED", foreign_obj("dns", "n0", {"cpu": "1"}))
-            )
-            == 0
-        )
-        assert (
-            await passes_after(
                 lambda: h.pods.on_event(
                     "MODIFIED", pod_obj("a-w0", job="a", phase="Pending", rv="2")
                 )
@@ -1127,6 +1133,9 @@ async def test_only_relevant_changes_trigger_a_pass() -> None:
             lambda: h.nodes.on_event("MODIFIED", node_obj("n0", ready=False, rv="3")),
             lambda: h.nodes.on_event("ADDED", node_obj("n1")),
             lambda: h.foreign.on_event("ADDED", foreign_obj("gpu", "n1", {"nvidia.com/gpu": "1"})),
+            # Every foreign pod takes capacity (a pod slot, cpu, memory).
+            lambda: h.foreign.on_event("ADDED", foreign_obj("dns", "n0", {"cpu": "1"})),
+            lambda: h.nodes.on_event("MODIFIED", node_obj("n0", labels={"pool": "a"}, rv="4")),
             lambda: h.pods.on_event("MODIFIED", pod_obj("a-w0", job="a", phase="Running", rv="3")),
             lambda: h.pods.on_event("DELETED", pod_obj("a-w0", job="a", phase="Running")),
             lambda: h.update_job(
@@ -1187,6 +1196,7 @@ async def test_an_invalid_job_is_written_wrong_once_its_reconciler_failed_it() -
         "status": {
             "stage": "Wrong",
             "currentSize": 0,
+            "placement": None,
             "reason": "InvalidSpec",
             "message": "invalid FakeJob: spec.invalid: must not be set",
         }

@@ -19,14 +19,13 @@ from lattice.config import Settings
 from lattice.frameworks.base import Demand, InvalidJob, OperatorContext, Problem
 from lattice.kube.resources import PRIORITY_CLASSES, Resource
 from lattice.runtime.informer import Informer
-from lattice.runtime.projections import foreign_pod_usage, keep_raw, node_info, pod_info
-from lattice.scheduler.core import Decision, JobView, NodeView, SchedulerConfig, Stage, Strategy
+from lattice.runtime.projections import keep_raw, pod_info
+from lattice.scheduler.core import Decision, JobView, PodDemand, SchedulerConfig, Stage, Strategy
 from lattice.scheduler.loop import (
     ContextSource,
     Invalid,
     format_time,
     job_view,
-    node_views,
     parse_node_selector,
     parse_time,
     read_node_selector,
@@ -55,7 +54,8 @@ class FakePlugin:
     """A minimal ``JobPlugin``: the demand is read straight from ``spec``.
 
     spec keys: ``min``, ``max``, ``units`` (per replica), ``fixed`` (list), ``priority``,
-    ``suspend``; ``invalid: true`` makes ``parse`` raise ``InvalidJob``.
+    ``suspend``, ``names`` (the fixed pods' children) and ``prefix`` (the replicas');
+    ``invalid: true`` makes ``parse`` raise ``InvalidJob``.
     """
 
     def __init__(
@@ -98,6 +98,8 @@ class FakePlugin:
             replica_units=int(job.get("units", 1)),
             suspended=bool(job.get("suspend", False)),
             preemptible_within_priority=bool(job.get("preemptible", False)),
+            fixed_names=tuple(job.get("names", ())),
+            replica_prefix=str(job.get("prefix", "")),
         )
 
     def run_policy(self, job: Any) -> Any:
@@ -148,18 +150,21 @@ def node_obj(
     gpus: int | None = 8,
     ready: bool = True,
     unschedulable: bool = False,
-    taints: Sequence[tuple[str, str]] = (),
+    taints: Sequence[tuple[str, str] | tuple[str, str, str]] = (),
     labels: Mapping[str, str] | None = None,
     rv: str = "1",
 ) -> Obj:
-    allocatable: Obj = {"cpu": "64", "memory": "256Gi"}
+    allocatable: Obj = {"cpu": "64", "memory": "256Gi", "pods": "110"}
     if gpus is not None:
         allocatable["nvidia.com/gpu"] = str(gpus)
     return {
         "metadata": {"name": name, "labels": dict(labels or {}), "resourceVersion": rv},
         "spec": {
             "unschedulable": unschedulable,
-            "taints": [{"key": k, "effect": e} for k, e in taints],
+            "taints": [
+                {"key": t[0], "effect": t[-1], **({"value": t[1]} if len(t) == 3 else {})}
+                for t in taints
+            ],
         },
         "status": {
             "allocatable": allocatable,
@@ -191,6 +196,8 @@ def pod_obj(
     unschedulable_since: float | None = None,
     deleting: bool = False,
     rv: str = "1",
+    node: str | None = None,
+    requests: Mapping[str, str] | None = None,
 ) -> Obj:
     conditions: list[Obj] = []
     if unschedulable_since is not None:
@@ -221,64 +228,18 @@ def pod_obj(
     }
     if deleting:
         meta["deletionTimestamp"] = ts(0)
+    spec: Obj = {"containers": [{"name": "c", "resources": {"requests": dict(requests or {})}}]}
+    if node is not None:
+        spec["nodeName"] = node
     return {
         "metadata": meta,
-        "spec": {"containers": [{"name": "c"}]},
+        "spec": spec,
         "status": {"phase": phase, "conditions": conditions},
     }
 
 
 GPU = OperatorContext(scheduling_unit="nvidia.com/gpu")
 NODE = OperatorContext(scheduling_unit="node")
-
-
-# --------------------------------------------------------------------------- nodes
-
-
-def test_only_ready_schedulable_untainted_matching_nodes_count() -> None:
-    nodes = [
-        node_info(node_obj("ok", labels={"pool": "gpu"})),
-        node_info(node_obj("not-ready", ready=False, labels={"pool": "gpu"})),
-        node_info(node_obj("cordoned", unschedulable=True, labels={"pool": "gpu"})),
-        node_info(node_obj("noschedule", taints=[("t", "NoSchedule")], labels={"pool": "gpu"})),
-        node_info(node_obj("noexecute", taints=[("t", "NoExecute")], labels={"pool": "gpu"})),
-        node_info(node_obj("prefer", taints=[("t", "PreferNoSchedule")], labels={"pool": "gpu"})),
-        node_info(node_obj("other-pool", labels={"pool": "cpu"})),
-        node_info(node_obj("unlabelled")),
-    ]
-    ctx = OperatorContext(scheduling_unit="nvidia.com/gpu", node_selector=(("pool", "gpu"),))
-    assert node_views(nodes, [], ctx) == (NodeView("ok", 8), NodeView("prefer", 8))
-    # Without a selector every eligible node counts.
-    names = [v.name for v in node_views(nodes, [], GPU)]
-    assert names == ["ok", "other-pool", "prefer", "unlabelled"]
-
-
-def test_gpu_mode_subtracts_foreign_requests_and_drops_gpuless_nodes() -> None:
-    nodes = [
-        node_info(node_obj("a")),
-        node_info(node_obj("b")),
-        node_info(node_obj("cpu-only", gpus=None)),
-        node_info(node_obj("zero", gpus=0)),
-    ]
-    usage = [
-        foreign_pod_usage(foreign_obj("x", "a", {"nvidia.com/gpu": "3"})),
-        foreign_pod_usage(foreign_obj("y", "a", {"nvidia.com/gpu": "2", "cpu": "1"})),
-        foreign_pod_usage(foreign_obj("z", "b", {"cpu": "4", "memory": "1Gi"})),
-        foreign_pod_usage(foreign_obj("w", "b", {"nvidia.com/gpu": "16"})),
-    ]
-    views = node_views(nodes, [u for u in usage if u is not None], GPU)
-    assert views == (NodeView("a", 3), NodeView("b", 0))
-
-
-def test_node_mode_one_unit_per_node_taken_only_by_extended_resources() -> None:
-    nodes = [node_info(node_obj(n, gpus=None)) for n in ("a", "b", "c", "d")]
-    usage = [
-        foreign_pod_usage(foreign_obj("daemon", "a", {"cpu": "100m", "memory": "64Mi"})),
-        foreign_pod_usage(foreign_obj("gpu", "b", {"nvidia.com/gpu": "1"})),
-        foreign_pod_usage(foreign_obj("fpga", "c", {"example.com/fpga": "1"})),
-    ]
-    views = node_views(nodes, [u for u in usage if u is not None], NODE)
-    assert views == (NodeView("a", 1), NodeView("b", 0), NodeView("c", 0), NodeView("d", 1))
 
 
 # --------------------------------------------------------------------------- node selector
@@ -435,6 +396,9 @@ def test_new_job_takes_demand_and_defaults() -> None:
         max_size=4,
         fixed_pods=(1,),
         replica_units=8,
+        # A plugin that gives units only: each pod asks for its units of the scheduling unit.
+        fixed_demands=(PodDemand(requests=(("nvidia.com/gpu", 1), ("pods", 1)), units=1),),
+        replica_demand=PodDemand(requests=(("nvidia.com/gpu", 8), ("pods", 1)), units=8),
     )
 
 
@@ -519,24 +483,23 @@ def test_finished(status: Obj, meta: Obj, finished: bool) -> None:
     assert view.finished is finished
 
 
-def test_pending_since_is_the_earliest_live_pending_pod_while_running() -> None:
+def test_pending_since_counts_only_pods_kube_scheduler_reports_unschedulable() -> None:
     pods = [
         pod_info(pod_obj("w0", job="a", phase="Running", created=-100)),
-        pod_info(pod_obj("w1", job="a", phase="Pending", created=-50)),
+        pod_info(pod_obj("w1", job="a", phase="Pending", created=-90)),  # pulling its image
         pod_info(pod_obj("w2", job="a", phase="Pending", created=-80, unschedulable_since=-40)),
-        pod_info(pod_obj("w3", job="a", phase="Pending", created=-90, deleting=True)),
-        pod_info(pod_obj("w4", job="a", phase="Failed", created=-95)),
+        pod_info(
+            pod_obj("w3", job="a", created=-90, unschedulable_since=-70, deleting=True)
+        ),  # going: not pending
+        pod_info(pod_obj("w4", job="a", phase="Failed", created=-95, unschedulable_since=-90)),
+        pod_info(pod_obj("w5", job="a", phase="Pending", created=-60, unschedulable_since=-50)),
     ]
-    running = job_obj("a", status={"stage": "Running", "currentSize": 5})
+    running = job_obj("a", status={"stage": "Running", "currentSize": 6})
     view = job_view("FakeJob", FakePlugin(), running, pods, GPU)
     assert isinstance(view, JobView)
     assert view.pending_since == at(-50)
-    # unschedulable_since wins over creation time.
-    view = job_view("FakeJob", FakePlugin(), running, pods[2:3], GPU)
-    assert isinstance(view, JobView)
-    assert view.pending_since == at(-40)
-    # No pending pod, or not running: None.
-    view = job_view("FakeJob", FakePlugin(), running, pods[:1], GPU)
+    # No unschedulable pod (an image pull, container creation), or not running: None.
+    view = job_view("FakeJob", FakePlugin(), running, pods[:2], GPU)
     assert isinstance(view, JobView)
     assert view.pending_since is None
     waiting = job_obj("a", status={"stage": "Waiting"})
@@ -588,6 +551,7 @@ def test_status_fields_write_every_scheduler_field() -> None:
         "lastResizeTime": ts(10),
         "admittedTime": ts(10),
         "lastDecision": "Admitted with 2 (min 1, max 2)",
+        "placement": None,
     }
 
 

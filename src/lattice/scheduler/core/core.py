@@ -78,6 +78,7 @@ import heapq
 from datetime import datetime
 
 from lattice.scheduler.core.effects import next_wakeup, settle
+from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
     OrderKey,
@@ -90,9 +91,16 @@ from lattice.scheduler.core.order import (
     las_rank,
     order_key,
 )
-from lattice.scheduler.core.packing import Histogram, Shape, make_shape
+from lattice.scheduler.core.placement import Cluster
 from lattice.scheduler.core.plan import Decision, Deferred, Plan
 from lattice.scheduler.core.quiet import Entry, LazyDecisions, entries_for, trim_memo
+from lattice.scheduler.core.room import (
+    make_room,
+    min_demands,
+    place_missing,
+    release_from,
+    reserve_running,
+)
 from lattice.scheduler.core.state import JobState, to_decision
 from lattice.scheduler.core.steps import cooldown_for, grow, grow_one, prepare
 from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
@@ -100,6 +108,10 @@ from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
 __all__ = ["cooldown_for", "schedule"]
 
 _NEVER = NOT_RUNNING
+_Shape = tuple[PodDemand, ...]
+_NONE: frozenset[int] = frozenset()
+# A gang and the nodes it may not use.
+_Memo = tuple[_Shape, frozenset[int]]
 # A quiet job left waiting: (entry, its order key, queue position, free units at its check,
 # the StrictFIFO blocker ahead of it).
 _Left = tuple[Entry, OrderKey, int, int, JobView | None]
@@ -117,7 +129,6 @@ class _Pass:
         self.full: list[JobState] = []
         # Candidates by order key (a heap): JobStates and quiet Entries.
         self.heap: list[tuple[OrderKey, JobState | Entry]] = []
-        self.min_need = -1
         self.quiet_wake: datetime | None = None
         if len({view.key for view in jobs}) != len(jobs):
             seen: set[str] = set()
@@ -127,7 +138,6 @@ class _Pass:
                 seen.add(view.key)
         full, heap = self.full, self.heap
         wake: datetime | None = None
-        need = -1
         for view, entry in zip(jobs, entries_for(jobs, config), strict=True):
             if entry is None:
                 full.append(JobState(view))
@@ -141,14 +151,18 @@ class _Pass:
                 heap.append((entry.key_plain, entry))
                 if wake is None or at < wake:
                     wake = at
-            if need < 0 or entry.need < need:
-                need = entry.need
-        self.quiet_wake, self.min_need = wake, need
+        self.quiet_wake = wake
         trim_memo(len(jobs))
-        self.free = Histogram(node.free_units for node in snapshot.nodes)
-        self.total = self.free.total
+        self.free = Cluster(snapshot.nodes)
+        self.total = sum(max(0, node.free_units) for node in snapshot.nodes)
         self.empty = self.free.copy()
-        self.fits_empty: dict[Shape, bool] = {}
+        self.fits_empty: dict[_Shape, bool] = {}
+        # Gangs that found no room (placing or preempting) at a release generation: they
+        # cannot find any until something is released again.
+        self.failed: dict[_Memo, int] = {}
+        self.gen = 0
+        self.holders: list[JobState] = []
+        self.explained: dict[_Memo, str] = {}
         self.ordered: list[JobState] = []
         self.left: list[_Left] = []
         self.admitted_entries: list[Entry] = []
@@ -180,10 +194,15 @@ class _Pass:
                 )
                 s.rank = las_rank(band, aged=s.aged)
             key = order_key(v, queued_time=s.queued or now, rank=s.rank)
+            s.key = key
             self.heap.append((key, s))
             self.candidate_states.append(s)
-            if s.held and is_protected(v):
-                self.protected.append((key, s))
+            if s.held:
+                reserve_running(s, self.free)
+                self.holders.append(s)
+                if is_protected(v):
+                    self.protected.append((key, s))
+        self.holders.sort(key=_key_of)
 
     def admit(self) -> None:
         """Rule 3 (and the first growth of aged jobs, rule 4), walking the order.
@@ -193,6 +212,7 @@ class _Pass:
         """
         heapq.heapify(self.heap)
         heap, free = list(self.heap), self.free.copy()
+        saved = [(s, list(s.placed)) for s in self.holders]
         pins: list[tuple[OrderKey, JobState]] = []
         while True:
             self._walk(pins)
@@ -203,6 +223,11 @@ class _Pass:
             self.heap, self.free = list(heap), free.copy()
             self.ordered, self.left, self.admitted_entries, self.from_entries = [], [], [], []
             self.blocker, self.waiting = None, 0
+            self.failed, self.gen = {}, self.gen + 1
+            for s in self.candidate_states:
+                s.placed = []
+            for s, placed in saved:
+                s.placed = list(placed)
             for s in self.pinned:
                 s.admitted = False
                 s.size = s.view.current_size
@@ -216,7 +241,7 @@ class _Pass:
         self.pinned = set()
         pending = len(self.candidate_states)
         while heap:
-            if not pending and (self.blocker is not None or free.total < self.min_need):
+            if not pending and self.blocker is not None:
                 break
             key, x = heapq.heappop(heap)
             while waiting_pins and waiting_pins[0][0][0] <= key[0]:
@@ -226,6 +251,9 @@ class _Pass:
                     if key[3] != NOT_RUNNING:
                         # Stopped: it ranks as a job holding nothing (criterion 4), as it
                         # will in the next pass, so it waits (and blocks) from there.
+                        release_from(x, free, 0)
+                        self.gen += 1
+                        x.key = (*key[:3], NOT_RUNNING, *key[4:])
                         heapq.heappush(heap, ((*key[:3], NOT_RUNNING, *key[4:]), x))
                         continue
                     self._wait_state(x)
@@ -233,23 +261,38 @@ class _Pass:
                 self.ordered.append(x)
             else:
                 self._admit_entry(x, key)
-        self.free_at_stop = free.total
+        self.free_at_stop = free.unit_free()
 
     def _pin(self, s: JobState) -> None:
         """Place a protected job's minimum ahead of the rest of its priority."""
-        s.min_shape = _shape(s.view)
-        if self.free.try_place(s.min_shape):
+        s.min_shape = min_demands(s)
+        if place_missing(s, self.free, s.view.min_size):
             self.pinned.add(s)
             self._admitted(s)
 
     def _try_state(self, s: JobState) -> bool:
-        """Admit ``s`` if its minimum fits (and nothing blocks it)."""
-        shape = s.min_shape = _shape(s.view)
+        """Admit ``s`` if its minimum is placed, fits, or fits by preempting (rule 5)."""
+        s.min_shape = min_demands(s)
         if self.blocker is None:
-            s.free_at_check = self.free.total
-            if self.free.try_place(shape):
+            s.free_at_check = self.free.unit_free()
+            if self._place(s, s.min_shape):
                 self._admitted(s)
                 return True
+        return False
+
+    def _place(self, s: JobState, shape: _Shape) -> bool:
+        """Place the missing minimum of ``s``, preempting if need be (remembering failures)."""
+        size = s.view.min_size
+        memo = (shape, s.exclude) if not s.placed else None
+        if memo is not None and self.failed.get(memo) == self.gen:
+            return False
+        if place_missing(s, self.free, size):
+            return True
+        if make_room(s, self.holders, self.free):
+            self.gen += 1
+            return True
+        if memo is not None:
+            self.failed[memo] = self.gen
         return False
 
     def _wait_state(self, s: JobState) -> None:
@@ -265,9 +308,14 @@ class _Pass:
     def _admit_entry(self, e: Entry, key: OrderKey) -> None:
         free_at = 0
         if self.blocker is None:
-            free_at = self.free.total
-            if e.need <= free_at and self.free.try_place(e.shape):
+            free_at = self.free.unit_free()
+            memo = (e.shape, _NONE)
+            s = None
+            if self.failed.get(memo) != self.gen:
                 s = _from_entry(e, key)
+                if not self._place(s, e.shape):
+                    s = None
+            if s is not None:
                 s.free_at_check = free_at
                 self.ordered.append(s)
                 self.admitted_entries.append(e)
@@ -284,14 +332,32 @@ class _Pass:
         s.size = s.view.min_size
         if s.aged:
             grow_one(
-                s, free=self.free, now=self.now, config=self.config, up_to=aged_growth_cap(s.view)
+                s,
+                free=self.free,
+                now=self.now,
+                config=self.config,
+                up_to=aged_growth_cap(s.view),
+                holders=self.holders,
             )
 
-    def _fits_empty(self, shape: Shape) -> bool:
+    def _fits_empty(self, shape: _Shape) -> bool:
         known = self.fits_empty.get(shape)
         if known is None:
-            known = self.fits_empty[shape] = self.empty.fits(shape)
+            known = self.fits_empty[shape] = self.empty.fits_all(shape)
         return known
+
+    def explain(self, s: JobState) -> None:
+        """The binding constraint of a waiting job with per-pod demands (rule 3's reason)."""
+        v = s.view
+        if not v.fixed_demands and v.replica_demand is None:
+            return
+        shape = s.min_shape
+        memo = (shape, s.exclude)
+        text = self.explained.get(memo)
+        if text is None:
+            cluster = self.empty if s.unfittable else self.free
+            text = self.explained[memo] = cluster.explain(shape, s.exclude)
+        s.detail = text
 
     def _waiting_state(self, item: _Left, *, position: int | None = None) -> JobState:
         """A quiet job left waiting, as settle() expects it (rule 3's position and reason)."""
@@ -316,6 +382,8 @@ class _Pass:
             free_at = 0 if stop_blocker is not None else self.free_at_stop
             item = (x, key, 0, free_at, stop_blocker)
             states.append(self._waiting_state(item, position=self.waiting + i + 1))
+        for s in states:
+            self.explain(s)
         settle(states, now=self.now, config=self.config, capacity=self.total)
         for s in states:
             out[s.view.key] = to_decision(s)
@@ -374,25 +442,15 @@ def _first(item: tuple[OrderKey, object]) -> OrderKey:
     return item[0]
 
 
-_SHAPES: dict[tuple[tuple[int, ...], int, int], Shape] = {}
-
-
-def _shape(v: JobView) -> Shape:
-    """The shape of ``v``'s minimum (memoised: a pure function of three small values)."""
-    spec = (v.fixed_pods, v.replica_units, v.min_size - len(v.fixed_pods))
-    shape = _SHAPES.get(spec)
-    if shape is None:
-        if len(_SHAPES) > 4096:
-            _SHAPES.clear()
-        shape = _SHAPES[spec] = make_shape(
-            fixed_pods=spec[0], replica_units=spec[1], replicas=spec[2]
-        )
-    return shape
+def _key_of(s: JobState) -> OrderKey:
+    assert s.key is not None
+    return s.key
 
 
 def _from_entry(e: Entry, key: OrderKey) -> JobState:
     """A quiet job's working state, with the LAS rank its order key was built from."""
     s = JobState(e.view)
+    s.key = key
     s.band = e.band
     s.rank = key[1]
     s.aged = s.rank == 1  # las_rank: 1 only for a promoted job
@@ -407,7 +465,10 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
     p = _Pass(snapshot, now)
     p.candidates()
     p.admit()
-    grow(p.ordered, free=p.free, now=now, config=p.config)
+    grow(p.ordered, free=p.free, now=now, config=p.config, holders=p.holders)
+    for s in p.ordered:
+        if not s.admitted:
+            p.explain(s)
     settle(p.ordered, now=now, config=p.config, capacity=p.total)
     eager = {s.view.key: to_decision(s) for s in p.full}
     eager.update((s.view.key, to_decision(s)) for s in p.from_entries)

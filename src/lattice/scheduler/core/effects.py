@@ -108,7 +108,13 @@ def _settle_waiting(
 
 def waiting_reason(s: JobState, capacity: int) -> str:
     """Why an unadmitted candidate waits (``capacity``: free units of the empty cluster)."""
-    need = sum(units * count for units, count in s.min_shape)
+    need = s.view.units_at(s.view.min_size)
+    if s.detail:
+        if s.unfittable:
+            return f"cannot be placed even on an empty cluster: {s.detail}"
+        if s.blocker is not None:
+            return f"Waiting at position {s.position} behind {s.blocker.display_name} (StrictFIFO)"
+        return f"Waiting at position {s.position}: {s.detail}"
     if s.unfittable:
         reason = f"needs {_units(need)}; the cluster has {capacity}"
         if need <= capacity:

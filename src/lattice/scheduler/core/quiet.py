@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 
+from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
     OrderKey,
@@ -28,7 +29,6 @@ from lattice.scheduler.core.order import (
     order_key,
     promotion_time,
 )
-from lattice.scheduler.core.packing import Shape, make_shape
 from lattice.scheduler.core.plan import ACCOUNTING_FIELDS, Decision
 from lattice.scheduler.core.types import JobView, SchedulerConfig, Stage, Strategy
 
@@ -64,12 +64,8 @@ class Entry:
             self.key_promoted = order_key(
                 view, queued_time=queued, rank=las_rank(self.band, aged=True), admitted=NOT_RUNNING
             )
-        self.shape: Shape = make_shape(
-            fixed_pods=view.fixed_pods,
-            replica_units=view.replica_units,
-            replicas=view.min_size - len(view.fixed_pods),
-        )
-        self.need = sum(units * count for units, count in self.shape)
+        self.shape: tuple[PodDemand, ...] = tuple(view.pod_demand(i) for i in range(view.min_size))
+        self.need = view.units_at(view.min_size)
 
 
 def _is_quiet(v: JobView) -> bool:

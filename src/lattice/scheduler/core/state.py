@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from lattice.scheduler.core.events import SchedulerEvent
-from lattice.scheduler.core.packing import Shape
+from lattice.scheduler.core.model import PodDemand
+from lattice.scheduler.core.order import OrderKey
 from lattice.scheduler.core.plan import Decision
 from lattice.scheduler.core.types import JobView, Stage
 
@@ -28,13 +29,17 @@ class JobState:
         "blocker",
         "cooldown",
         "count",
+        "detail",
         "events",
+        "exclude",
         "free_at_check",
         "grow_at",
         "growth_deferred",
         "held",
+        "key",
         "last_resize",
         "min_shape",
+        "placed",
         "position",
         "queued",
         "rank",
@@ -73,7 +78,13 @@ class JobState:
         self.aged = False
         self.admitted = False
         self.unfittable = False
-        self.min_shape: Shape = ()
+        self.min_shape: tuple[PodDemand, ...] = ()
+        # Node of each pod the job holds in this pass, by index ("" = not placed yet).
+        self.placed: list[str] = []
+        self.exclude: frozenset[int] = frozenset()
+        self.key: OrderKey | None = None
+        # Why a waiting job's minimum has no room, in the cluster's terms ("" in the unit model).
+        self.detail = ""
         self.free_at_check = 0
         self.blocker: JobView | None = None
         self.growth_deferred = False
@@ -138,4 +149,9 @@ def to_decision(state: JobState) -> Decision:
         changed = frozenset(name for name, a, b in zip(_NAMES, new, old, strict=True) if a != b)
     # Positionally (``_NAMES`` are the fields after ``key``, in order): keywords cost 2.9 us a
     # decision against 0.7, and a pass builds one per job.
-    return Decision(v.key, *new, state.position, state.reason, tuple(state.events), changed)
+    placement = tuple(state.placed[: state.size]) if state.size > 0 else ()
+    if placement != v.placement:
+        changed = changed | {"placement"}
+    return Decision(
+        v.key, *new, state.position, state.reason, tuple(state.events), changed, placement
+    )

@@ -7,11 +7,14 @@ Contract (internal to the core): each function changes only the :class:`JobState
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from lattice.primitives.times import format_time
 from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended
-from lattice.scheduler.core.packing import Histogram
+from lattice.scheduler.core.model import PodDemand
+from lattice.scheduler.core.placement import Cluster
+from lattice.scheduler.core.room import growth_floor, release_from
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage
 
@@ -92,25 +95,33 @@ def _accrue(s: JobState, now: datetime) -> None:
 
 
 def grow(
-    ordered: list[JobState], *, free: Histogram, now: datetime, config: SchedulerConfig
+    ordered: list[JobState],
+    *,
+    free: Cluster,
+    now: datetime,
+    config: SchedulerConfig,
+    holders: Sequence[JobState] = (),
 ) -> None:
     """Rules 4 and 6: grow admitted jobs toward their target, in order (aged jobs from the
     size their admission gave them)."""
     for s in ordered:
         if s.admitted:
-            grow_one(s, free=free, now=now, config=config)
+            grow_one(s, free=free, now=now, config=config, holders=holders)
 
 
 def grow_one(
     s: JobState,
     *,
-    free: Histogram,
+    free: Cluster,
     now: datetime,
     config: SchedulerConfig,
     up_to: int | None = None,
+    holders: Sequence[JobState] = (),
 ) -> None:
-    """Rules 4 and 6 for one admitted job: from ``s.size`` (its minimum, or what an aged job's
-    first growth gave it) toward its target, at most ``up_to``, placing replicas on ``free``."""
+    """Rules 4 and 6 for one admitted job: from the pods it holds past its minimum (kept where
+    they run, up to the first one without a node) toward its target, at most ``up_to``,
+    placing new replicas one by one; a replica that finds no room takes the growth of jobs
+    later in order (``holders``), latest first."""
     v = s.view
     interval = config.resize_interval
     last = v.last_resize_time
@@ -124,12 +135,22 @@ def grow_one(
     reachable = v.max_size if up_to is None else min(v.max_size, up_to)
     if up_to is not None:
         target = min(target, up_to)
-    size = s.size
-    if target > size:
-        if v.replica_units > 0:
-            size += free.place(v.replica_units, target - size)
-        else:
-            size = target
+    placed = s.placed
+    size = v.min_size
+    while size < len(placed) and placed[size]:
+        size += 1
+    if size < len(placed):
+        release_from(s, free, size)
+    if size > target and up_to is None:  # early growth never gives up what is held
+        release_from(s, free, target)
+        size = target
+    while size < target:
+        d = v.pod_demand(size)
+        node = free.place(d, s.exclude) or _take_growth(s, d, free=free, holders=holders)
+        if node is None:
+            break
+        placed.append(node)
+        size += 1
     s.size = size
     # Growth held back only by the interval: settle() turns this into a wakeup. Sticky across
     # the two calls for a promoted job: its early growth (at admission, up to its cap) comes
@@ -137,5 +158,62 @@ def grow_one(
     # the next pass after the interval grows it even where the common growth step found
     # nothing free.
     s.growth_deferred = s.growth_deferred or (
-        deferred and size == target < reachable and free.fits_one(v.replica_units)
+        deferred
+        and size == target < reachable
+        and _would_fit(s, v.pod_demand(size), free=free, holders=holders)
     )
+
+
+def _would_fit(s: JobState, d: PodDemand, *, free: Cluster, holders: Sequence[JobState]) -> bool:
+    """Whether ``d`` fits now, or would by taking growth of later jobs; nothing changes."""
+    node = free.place(d, s.exclude)
+    if node is not None:
+        free.release(node, d)
+        return True
+    released: list[tuple[JobState, int, str]] = []
+    node = _take_growth(s, d, free=free, holders=holders, released=released)
+    if node is not None:
+        free.release(node, d)
+    _put_back(released, free)
+    return node is not None
+
+
+def _take_growth(
+    s: JobState,
+    d: PodDemand,
+    *,
+    free: Cluster,
+    holders: Sequence[JobState],
+    released: list[tuple[JobState, int, str]] | None = None,
+) -> str | None:
+    """Release growth of jobs later in order than ``s``, one pod at a time, latest job and
+    highest index first, until ``d`` fits; its node, or ``None`` (nothing stays released
+    then). When ``released`` is given, what was released is recorded there and left to the
+    caller."""
+    key = s.key
+    if key is None:
+        return None
+    keep = released is not None
+    released = [] if released is None else released
+    for h in reversed(holders):
+        if h is s or h.key is None or h.key <= key:
+            continue
+        floor = growth_floor(h)
+        while len(h.placed) > floor:
+            i = len(h.placed) - 1
+            node = release_from(h, free, i)[0]
+            released.append((h, i, node))
+            found = free.place(d, s.exclude)
+            if found is not None:
+                return found
+    if not keep:
+        _put_back(released, free)
+    return None
+
+
+def _put_back(released: list[tuple[JobState, int, str]], free: Cluster) -> None:
+    """Reserve released growth again, in the reverse order of its release."""
+    for h, i, node in reversed(released):
+        if node:
+            free.reserve(node, h.view.pod_demand(i))
+        h.placed.append(node)

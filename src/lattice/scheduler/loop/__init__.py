@@ -7,9 +7,10 @@ block through the status subresource, as that block's one writer (kind reconcile
 the composition root import nothing else from it). Inside: ``runner`` (the pass, in numbered
 steps), ``triggers``, ``collect`` and ``memo`` (view collection), ``policy`` (the pure write
 policy), ``terminal`` (a finished job's block), ``writer`` (status patches, read-your-writes,
-events), ``ranking`` (the resize band), ``snapshot`` (the pure translation between cached
-objects and core values), ``context`` (the plugins' ``OperatorContext`` and the core's
-``SchedulerConfig`` from ``Settings``) and ``options`` (the constructor groups).
+events), ``ranking`` (the resize band), ``snapshot``, ``nodes`` and ``placement`` (the pure
+translation between cached objects and core values), ``context`` (the plugins'
+``OperatorContext`` and the core's ``SchedulerConfig`` from ``Settings``) and ``options`` (the
+constructor groups).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from lattice.scheduler.loop.context import (
     read_node_selector,
     scheduler_config,
 )
+from lattice.scheduler.loop.nodes import covered, node_schedulable, node_views
 from lattice.scheduler.loop.options import LoopServices, LoopSources, LoopTuning
+from lattice.scheduler.loop.placement import Naming
 from lattice.scheduler.loop.ranking import RESIZE_BAND, URGENT_FOR
 from lattice.scheduler.loop.runner import STAGE_LABELS, SchedulerLoop
 from lattice.scheduler.loop.snapshot import (
@@ -29,10 +32,7 @@ from lattice.scheduler.loop.snapshot import (
     format_time,
     is_finished,
     job_view,
-    node_schedulable,
-    node_views,
     status_fields,
-    takes_capacity,
     utc_now,
 )
 
@@ -45,7 +45,9 @@ __all__ = [
     "LoopServices",
     "LoopSources",
     "LoopTuning",
+    "Naming",
     "SchedulerLoop",
+    "covered",
     "format_time",
     "is_finished",
     "job_view",
@@ -56,6 +58,5 @@ __all__ = [
     "read_node_selector",
     "scheduler_config",
     "status_fields",
-    "takes_capacity",
     "utc_now",
 ]

@@ -7,13 +7,15 @@ job's pin ConfigMap for a ``PinsInputs`` plugin, when the job owns it). A job an
 manages is left out; a job its plugin cannot read is counted ``invalid`` (in the stage it
 shows) and, when its reconciler recorded its end (a ``FailedValidation`` condition), listed in
 ``ended`` so the loop writes its terminal stage. Every other job becomes an :class:`Entry`,
-keyed by plan key (``kind/namespace/name``).
+keyed by plan key (``kind/namespace/name``). :attr:`Collected.placed` maps (namespace, child
+name) to the node of every pod a placement covers, over the jobs that hold pods and are not
+finished (what the core accounts for itself; ``nodes.node_views`` charges every other live pod).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -21,7 +23,7 @@ from lattice.frameworks.base import JobPlugin, OperatorContext, PinsInputs
 from lattice.kube import Resource
 from lattice.primitives.keys import owner_key, split_key
 from lattice.runtime.informer import Informer
-from lattice.runtime.projections import OWNER_INDEX, PodInfo
+from lattice.runtime.projections import NODE_INDEX, OWNER_INDEX, PodInfo
 from lattice.scheduler.core import JobView
 from lattice.scheduler.loop.memo import Memo, ViewMemo
 from lattice.scheduler.loop.snapshot import Invalid
@@ -75,16 +77,22 @@ class Collected:
     invalid: int = 0
     #: (kind, stage label) -> jobs, for the invalid ones (the loop adds the rest).
     stages: Counter[tuple[str, str]] = field(default_factory=Counter)
+    #: (namespace, child name) -> node of each pod a placement covers (module contract).
+    placed: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def _owned(
     by_index: Callable[[str, str], list[PodInfo]], kind: str, store_key: str
-) -> Callable[[], list[PodInfo]]:
-    """The lookup of the pods job ``store_key`` of ``kind`` owns, for when they are needed."""
+) -> Callable[[Sequence[str]], list[PodInfo]]:
+    """The lookup of the pods job ``store_key`` of ``kind`` owns, and of the pods the batch Jobs
+    named ``jobs`` (of the job's namespace) control, for when they are needed."""
 
-    def pods() -> list[PodInfo]:
+    def pods(jobs: Sequence[str] = ()) -> list[PodInfo]:
         namespace, name = split_key(store_key)
-        return by_index(OWNER_INDEX, owner_key(kind, namespace, name))
+        found = list(by_index(OWNER_INDEX, owner_key(kind, namespace, name)))
+        for job in jobs:
+            found += by_index(OWNER_INDEX, owner_key("Job", namespace, job))
+        return found
 
     return pods
 
@@ -111,6 +119,16 @@ class Collector:
     def collect(self, ctx: OperatorContext) -> Collected:
         out = Collected()
         by_index = self._pods.store.by_index
+        deleting: dict[str, bool] = {}
+
+        def deleting_on(node: str) -> bool:
+            """Whether one of our pods bound to ``node`` is being deleted (once per pass)."""
+            found = deleting.get(node)
+            if found is None:
+                pods = by_index(NODE_INDEX, node)
+                found = deleting[node] = any(p.deletion_timestamp is not None for p in pods)
+            return found
+
         self.memo.begin(ctx)
         for kind, plugin in self._plugins.items():
             informer = self._jobs[kind]
@@ -129,6 +147,7 @@ class Collector:
                     _owned(by_index, kind, store_key),
                     ctx=ctx,
                     pinned=pinned,
+                    deleting_on=deleting_on,
                 )
                 if memo.view is None:
                     continue  # another controller (e.g. MultiKueue) owns this job
@@ -140,6 +159,11 @@ class Collector:
                         out.ended.append(entry)
                     continue
                 out.entries[key] = entry
+                view = memo.view
+                if memo.placed and view.current_size > 0 and not view.finished:
+                    namespace = view.namespace
+                    for child, node in memo.placed:
+                        out.placed[namespace, child] = node
         self.memo.end()
         return out
 
@@ -158,5 +182,5 @@ class Collector:
 
     def live_pods(self, kind: str, key: str) -> int:
         """How many of job ``key``'s pods exist and are not being deleted."""
-        pods = _owned(self._pods.store.by_index, kind, key)()
+        pods = _owned(self._pods.store.by_index, kind, key)(())
         return sum(1 for p in pods if p.deletion_timestamp is None)

@@ -4,8 +4,9 @@ Contract:
 - **A pass** (:meth:`SchedulerLoop.run_once`) runs five numbered, individually timed steps (as
   Kueue's scheduler cycle does); their durations are logged with each pass (``scheduler.pass``
   at info level for a pass that wrote, ``scheduler.steps`` at debug level always):
-  1. *snapshot*: the nodes' free units and every job's view, read from the informer caches
-     through the scheduler's own writes (:mod:`.collect`, :mod:`.memo`, :mod:`.writer`);
+  1. *snapshot*: every job's view, read from the informer caches through the scheduler's own
+     writes (:mod:`.collect`, :mod:`.memo`, :mod:`.writer`), then every node's free resources
+     (:mod:`.nodes`: allocatable minus the live pods no placement of those views covers);
   2. *decide*: ``schedule(snapshot, now)`` with ``now`` in UTC to the microsecond, in a thread
      of the loop's own (``decide_in_thread``): the core is pure and the snapshot immutable, so
      the event loop serves responses, watch events and reconciles meanwhile;
@@ -39,13 +40,14 @@ from typing import Any
 
 import structlog
 
-from lattice.frameworks.base import JobPlugin, OperatorContext
+from lattice.frameworks.base import JobPlugin
 from lattice.scheduler.core import Plan, SchedulerConfig, Snapshot, Stage, schedule
 from lattice.scheduler.loop.collect import Collected, Collector, Entry, stage_label
+from lattice.scheduler.loop.nodes import node_views
 from lattice.scheduler.loop.options import LoopServices, LoopSources, LoopTuning
 from lattice.scheduler.loop.policy import Candidate, WriteTiming, choose_writes
 from lattice.scheduler.loop.ranking import Ranking
-from lattice.scheduler.loop.snapshot import node_views, status_fields, utc_now
+from lattice.scheduler.loop.snapshot import status_fields, utc_now
 from lattice.scheduler.loop.triggers import Triggers
 from lattice.scheduler.loop.writer import Writer
 
@@ -106,13 +108,7 @@ class SchedulerLoop:
             requeue_write_delay=timedelta(seconds=tuning.requeue_write_delay),
             position_interval=timedelta(seconds=tuning.position_interval),
         )
-        context = services.context
-        self._triggers = Triggers(
-            services.clock,
-            static=OperatorContext(
-                scheduling_unit=context.scheduling_unit, node_selector=context.node_selector
-            ),
-        )
+        self._triggers = Triggers(services.clock)
         self._writer = Writer(
             client=services.client,
             clock=services.clock,
@@ -240,8 +236,14 @@ class SchedulerLoop:
         # 1. snapshot
         ctx = self.services.context.current()
         s = self.sources
-        nodes = node_views(s.nodes.store.list(), s.foreign_pods.store.list(), ctx)
         collected = self._collector.collect(ctx)
+        nodes = node_views(
+            s.nodes.store.list(),
+            ctx=ctx,
+            foreign=s.foreign_pods.store.list(),
+            pods=s.pods.store.list(),
+            placed=collected.placed,
+        )
         entries = collected.entries
         self._writer.retain({*entries, *(e.key for e in collected.ended)})
         snapshot = Snapshot(
@@ -319,7 +321,9 @@ class SchedulerLoop:
         """Start writing ``entry``'s block after ``plan`` (terminal fields over the decision's)."""
         view = entry.view
         decision = plan[view.key]
-        fields = status_fields(decision, view=view, previous=entry.memo.block, now=now)
+        fields = status_fields(
+            decision, view=view, previous=entry.memo.block, now=now, naming=entry.memo.naming
+        )
         if entry.memo.terminal is not None:
             fields.update(entry.memo.terminal)
         log.debug(

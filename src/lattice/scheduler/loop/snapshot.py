@@ -9,44 +9,45 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   writes one. The loop calls the core with :func:`utc_now` (``now`` in UTC, microseconds
   kept): what is persisted is then exactly what was decided, and a restarted operator
   reproduces it.
-- :func:`node_views`: a node counts when it is Ready, not ``spec.unschedulable``, has no taint
-  with effect ``NoSchedule`` or ``NoExecute`` (other taints are ignored) and carries every
-  node-selector pair as a label. *GPU mode* (``scheduling_unit`` is a resource name): free units
-  = allocatable of that resource minus the requests for it of the foreign pods bound to the node
-  (at least 0); nodes with no allocatable units are dropped. *Node mode*: one unit per node, 0
-  when a foreign pod bound to it requests an extended resource (a resource name containing
-  ``/``, e.g. ``nvidia.com/gpu``); pods requesting only cpu/memory (DaemonSets) never take a node.
-- :func:`job_view`: parse through the plugin (``InvalidJob`` -> :class:`Invalid`, which the loop
-  does not schedule: the kind reconciler records a Failed condition, from which the loop writes
-  stage Wrong; ``JobNotReady``, e.g. a TrainJob whose runtime does not exist yet, is skipped
-  likewise while the reconciler shows it waiting); the scheduler
-  state is read at ``plugin.scheduling_path`` (missing fields take the ``JobView`` defaults).
+- Nodes: :mod:`~lattice.scheduler.loop.nodes`.
+- :func:`read_job` / :func:`job_view`: parse through the plugin (``InvalidJob`` ->
+  :class:`Invalid`, which the loop does not schedule: the kind reconciler records a Failed
+  condition, from which the loop writes stage Wrong; ``JobNotReady``, e.g. a TrainJob whose
+  runtime does not exist yet, is skipped likewise while the reconciler shows it waiting); the
+  scheduler state is read at ``plugin.scheduling_path`` (missing fields take the ``JobView``
+  defaults).
   ``finished``: stage Completed, Wrong or Cancelled, a True ``Succeeded``/``Failed``/``Complete``
   condition in the ``conditions`` list at ``plugin.exec_path``, or a deletion in progress (a job
-  being deleted holds nothing). ``pending_since`` (read only while stage is Running): the earliest
-  ``unschedulable_since`` (else creation time) of the job's non-terminal, non-deleting pods in
-  phase Pending. Demand (priority, sizes, units, suspended) comes from ``plugin.demand``.
+  being deleted holds nothing). Demand (priority, sizes, units, per-pod demands, suspended)
+  comes from ``plugin.demand``, and so does the :class:`Naming` of the job's pods (fixed pods
+  by ``Demand.fixed_names``, replica ``i`` as ``replica_prefix + i``). ``placement``: the
+  persisted ``placement`` map (child name -> node) read by those names for pods
+  ``0 .. currentSize - 1`` (``""`` for a name it lacks; empty without a map or at size 0).
+  From the pods (:func:`with_pods`, read only while stage is Running): ``pending_since``, the
+  earliest time a live, undeleted pod of the job was reported ``PodScheduled=False`` reason
+  ``Unschedulable`` (image pulls and container creation do not count), and ``refused_nodes``.
 - :func:`status_fields` is the inverse: the complete scheduler block (camelCase wire names of
   ``lattice.api.common.SchedulingStatus``) persisting a ``Decision``; ``None`` values are written
   as JSON null, which a merge patch turns into a removal. ``queuePosition`` is shown for the
   first :data:`SHOWN_POSITIONS` waiting jobs only (:func:`shown_position`): a job further back
   has none, so that one admission does not rewrite thousands of statuses. ``lastExecTime``
   becomes ``now`` when the size goes from 0 to more, and is carried over otherwise.
+  ``placement`` is ``Decision.placement`` as ``{child name: node}`` (null when no pod is placed,
+  e.g. at size 0), the scheduler being its one writer.
   The fields of a finished job come from :mod:`~lattice.scheduler.loop.terminal`.
   :func:`status_patch` nests it at the plugin's path for a merge patch.
 - Trigger relevance: an informer update matters to the scheduler only when the object's
   signature changes. :func:`job_signature`: uid, spec, labels, annotations and whether it is
-  finished (so the scheduler's own status writes are not a change). :func:`pod_signature`:
-  Pending/Running/terminal/other, deleting, unschedulable since. :func:`node_signature`:
-  eligibility (see above) and, in GPU mode, allocatable units (heartbeats are not a change).
+  finished (so the scheduler's own status writes are not a change); pods and nodes:
+  :mod:`~lattice.scheduler.loop.nodes`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from lattice.api.constants import ANNOTATION_CHECKPOINTING
 from lattice.frameworks.base import (
@@ -59,28 +60,39 @@ from lattice.frameworks.base import (
 )
 from lattice.primitives.paths import get_path
 from lattice.primitives.times import format_micro_time, parse_opt_time
-from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
-from lattice.scheduler.core import Decision, JobView, NodeView, Stage, job_key
+from lattice.runtime.projections import PodInfo
+from lattice.scheduler.core import (
+    Constraint,
+    Decision,
+    JobView,
+    PodDemand,
+    Stage,
+    job_key,
+    resources,
+)
+from lattice.scheduler.loop.placement import (
+    Naming,
+    never_deleting,
+    placement_map,
+    read_placement,
+    with_pods,
+)
 
 __all__ = [
-    "BLOCKING_TAINT_EFFECTS",
     "FINISHED_STAGES",
     "SHOWN_POSITIONS",
     "TERMINAL_CONDITIONS",
     "Invalid",
+    "JobRead",
     "format_time",
     "is_finished",
     "job_demand",
     "job_signature",
     "job_view",
-    "node_schedulable",
-    "node_signature",
-    "node_views",
-    "pod_signature",
+    "read_job",
     "shown_position",
     "status_fields",
     "status_patch",
-    "takes_capacity",
     "utc_now",
     "with_status",
 ]
@@ -90,7 +102,6 @@ __all__ = [
 #: position costs a status write whenever it moves; with 100 shown, a busy queue spent a
 #: quarter of the scheduler's writes on positions alone (docs/performance.md).
 SHOWN_POSITIONS = 10
-BLOCKING_TAINT_EFFECTS: frozenset[str] = frozenset({"NoSchedule", "NoExecute"})
 FINISHED_STAGES: frozenset[str] = frozenset({Stage.COMPLETED, Stage.WRONG, "Cancelled"})
 TERMINAL_CONDITIONS: frozenset[str] = frozenset({"Succeeded", "Failed", "Complete"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -109,57 +120,6 @@ def utc_now(now: datetime) -> datetime:
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     return now.astimezone(UTC)
-
-
-# --------------------------------------------------------------------------- nodes
-
-
-def takes_capacity(usage: ForeignPodUsage, ctx: OperatorContext) -> bool:
-    """Whether a foreign pod takes scheduling units: a node (node mode) or the unit resource."""
-    if ctx.node_mode:
-        return any("/" in name for name, units in usage.requests if units > 0)
-    return any(name == ctx.scheduling_unit and units > 0 for name, units in usage.requests)
-
-
-def node_schedulable(node: NodeInfo, selector: Sequence[tuple[str, str]]) -> bool:
-    """Ready, schedulable, no NoSchedule/NoExecute taint, and matching every selector pair."""
-    if not node.ready or node.unschedulable:
-        return False
-    if any(effect in BLOCKING_TAINT_EFFECTS for _, effect in node.taints):
-        return False
-    labels = node.labels
-    return all(labels.get(key) == value for key, value in selector)
-
-
-def node_views(
-    nodes: Iterable[NodeInfo], foreign_usage: Iterable[ForeignPodUsage], ctx: OperatorContext
-) -> tuple[NodeView, ...]:
-    """The units Lattice may use on each eligible node, sorted by node name."""
-    unit = ctx.scheduling_unit
-    node_mode = ctx.node_mode
-    used: dict[str, int] = {}
-    for usage in foreign_usage:
-        if not takes_capacity(usage, ctx):
-            continue
-        if node_mode:
-            used[usage.node_name] = 1
-        else:
-            units = sum(n for name, n in usage.requests if name == unit)
-            used[usage.node_name] = used.get(usage.node_name, 0) + units
-    views: list[NodeView] = []
-    for node in nodes:
-        if not node_schedulable(node, ctx.node_selector):
-            continue
-        if node_mode:
-            free = 0 if node.name in used else 1
-        else:
-            allocatable = node.allocatable.get(unit, 0)
-            if allocatable <= 0:
-                continue
-            free = max(0, allocatable - used.get(node.name, 0))
-        views.append(NodeView(node.name, free))
-    views.sort(key=lambda v: v.name)
-    return tuple(views)
 
 
 # --------------------------------------------------------------------------- jobs
@@ -206,15 +166,11 @@ def is_finished(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> bool:
     )
 
 
-def _pending_since(pods: Iterable[PodInfo]) -> datetime | None:
-    earliest: datetime | None = None
-    for pod in pods:
-        if pod.phase != "Pending" or pod.terminal or pod.deletion_timestamp is not None:
-            continue
-        since = pod.unschedulable_since or pod.creation_timestamp
-        if since is not None and (earliest is None or since < earliest):
-            earliest = since
-    return earliest
+class JobRead(NamedTuple):
+    """One job as :func:`read_job` reads it: its view (no pod observations yet) and naming."""
+
+    view: JobView
+    naming: Naming
 
 
 def job_demand(
@@ -245,22 +201,17 @@ def job_demand(
         return Invalid(key=key, message=f"cannot read the job: {type(exc).__name__}: {exc}")
 
 
-def job_view(
+def read_job(
     kind: str,
     plugin: JobPlugin[Any],
     obj: Mapping[str, Any],
-    pods: Iterable[PodInfo],
     ctx: OperatorContext,
     *,
     pinned: Mapping[str, Any] | None = None,
-) -> JobView | Invalid:
-    """The core's view of one cached job object, or :class:`Invalid`.
-
-    ``pinned`` is the job's pin ConfigMap (``PinsInputs``): a started job is sized from the
-    inputs it started with, as the reconciler runs it, not from a runtime edited since. It
-    depends only on the object, the pin, ``ctx`` and (``pending_since``, see :func:`with_pods`)
-    the pods, so a loop may memoise it per object version.
-    """
+) -> JobRead | Invalid:
+    """The core's view of one cached job object before any pod is observed, with the names its
+    pods run under, or :class:`Invalid`. Depends only on the object, the pin and ``ctx``, so a
+    loop may memoise it per object version (:func:`with_pods` adds the pod observations)."""
     meta = obj.get("metadata") or {}
     namespace = str(meta.get("namespace") or "")
     name = str(meta.get("name") or "")
@@ -268,10 +219,12 @@ def job_view(
     demand = job_demand(kind, plugin, obj, ctx, pinned=pinned)
     if isinstance(demand, Invalid):
         return demand
+    naming = Naming(demand.fixed_names, demand.replica_prefix)
     state = get_path(obj, plugin.scheduling_path)
     stage = state.get("stage")
     stage = stage if isinstance(stage, str) else ""
-    return JobView(
+    size = _int(state.get("currentSize"))
+    view = JobView(
         key=key,
         kind=kind,
         namespace=namespace,
@@ -283,14 +236,13 @@ def job_view(
         fixed_pods=demand.fixed_pods,
         replica_units=demand.replica_units,
         stage=stage,
-        current_size=_int(state.get("currentSize")),
+        current_size=size,
         submit_time=parse_opt_time(state.get("submitTime")),
         queued_time=parse_opt_time(state.get("queuedTime")),
         requeue_time=parse_opt_time(state.get("requeueTime")),
         cooldown_time=parse_opt_time(state.get("cooldownTime")),
         requeue_count=_int(state.get("requeueCount")),
         last_resize_time=parse_opt_time(state.get("lastResizeTime")),
-        pending_since=_pending_since(pods) if stage == Stage.RUNNING else None,
         attained_service=_float(state.get("attainedService")),
         service_updated_at=parse_opt_time(state.get("serviceUpdatedTime")),
         admitted_time=parse_opt_time(state.get("admittedTime")),
@@ -298,21 +250,64 @@ def job_view(
         finished=is_finished(obj, plugin),
         preemptible_within_priority=demand.preemptible_within_priority
         or (meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINTING) == "true",
+        fixed_demands=demand.fixed_demands or _from_units(demand.fixed_pods, ctx),
+        replica_demand=demand.replica_demand or _from_units((demand.replica_units,), ctx)[0],
+        placement=read_placement(state, naming, size),
+    )
+    return JobRead(view, naming)
+
+
+def _from_units(units: Sequence[int], ctx: OperatorContext) -> tuple[PodDemand, ...]:
+    """Per-pod demands for a plugin that gives only units: each pod asks for its units of the
+    scheduling unit (node mode: a whole node) and one pod slot, anywhere the operator's node
+    selector allows."""
+    where = Constraint(node_selector=tuple(ctx.node_selector))
+    if ctx.node_mode:
+        return tuple(
+            PodDemand(requests=resources({"pods": 1}), constraint=where, units=u, exclusive=u > 0)
+            for u in units
+        )
+    return tuple(
+        PodDemand(
+            requests=resources({ctx.scheduling_unit: u, "pods": 1}), constraint=where, units=u
+        )
+        for u in units
     )
 
 
-def with_pods(view: JobView, pods: Iterable[PodInfo]) -> JobView:
-    """``view`` with ``pending_since`` recomputed from ``pods``, the one part of a job's view
-    that depends on its pods; the same object when it is unchanged."""
-    since = _pending_since(pods) if view.stage == Stage.RUNNING else None
-    return view if since == view.pending_since else replace(view, pending_since=since)
+def job_view(
+    kind: str,
+    plugin: JobPlugin[Any],
+    obj: Mapping[str, Any],
+    pods: Iterable[PodInfo],
+    ctx: OperatorContext,
+    *,
+    pinned: Mapping[str, Any] | None = None,
+    deleting_on: Callable[[str], bool] = never_deleting,
+) -> JobView | Invalid:
+    """:func:`read_job` with the observations of ``pods`` (:func:`with_pods`).
+
+    ``pinned`` is the job's pin ConfigMap (``PinsInputs``): a started job is sized from the
+    inputs it started with, as the reconciler runs it, not from a runtime edited since.
+    """
+    read = read_job(kind, plugin, obj, ctx, pinned=pinned)
+    if isinstance(read, Invalid):
+        return read
+    view, naming = read
+    observe = not view.placement
+    return with_pods(view, list(pods), naming=naming, deleting_on=deleting_on, observe=observe)
 
 
 # --------------------------------------------------------------------------- status
 
 
 def status_fields(
-    decision: Decision, *, view: JobView, previous: Mapping[str, Any], now: datetime
+    decision: Decision,
+    *,
+    view: JobView,
+    previous: Mapping[str, Any],
+    now: datetime,
+    naming: Naming | None = None,
 ) -> dict[str, Any]:
     """Every scheduler field of the status block after ``decision`` (camelCase, nulls kept)."""
     started = view.current_size == 0 and decision.size > 0
@@ -331,6 +326,7 @@ def status_fields(
         "lastResizeTime": format_time(decision.last_resize_time),
         "admittedTime": format_time(decision.admitted_time),
         "lastDecision": decision.reason,
+        "placement": placement_map(decision, naming or Naming()),
     }
 
 
@@ -392,18 +388,3 @@ def job_signature(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> tuple[Any, 
         obj.get("spec"),
         is_finished(obj, plugin),
     )
-
-
-def pod_signature(pod: PodInfo) -> tuple[Any, ...]:
-    """What of one of our pods a pass depends on (``pending_since`` and nothing else)."""
-    if pod.terminal:
-        phase = "terminal"
-    else:
-        phase = pod.phase if pod.phase in ("Pending", "Running") else "other"
-    return (phase, pod.deletion_timestamp is not None, pod.unschedulable_since)
-
-
-def node_signature(node: NodeInfo, ctx: OperatorContext) -> tuple[bool, int]:
-    """What of a node a pass depends on: eligibility and, in GPU mode, allocatable units."""
-    units = 0 if ctx.node_mode else node.allocatable.get(ctx.scheduling_unit, 0)
-    return node_schedulable(node, ctx.node_selector), units

@@ -9,8 +9,8 @@ reconciler (the one writer of the conditions at ``plugin.exec_path``) recorded:
   terminal condition is a ``Failed`` with a reason ending in ``FailedValidation`` (the
   reconciler could not parse or build the job), with ``reason`` ``InvalidSpec`` and the
   condition's message; else ``Completed``, with ``completionTime`` the exec block's
-  ``completionTime`` (else the condition's ``lastTransitionTime``). ``currentSize`` is 0 in
-  both.
+  ``completionTime`` (else the condition's ``lastTransitionTime``). ``currentSize`` is 0 and
+  ``placement`` null (removed) in both: a finished job holds nothing.
 - :func:`terminal_pending` tells whether the persisted block still lacks any of those values.
 """
 
@@ -53,6 +53,7 @@ def terminal_fields(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> dict[str,
         return {
             "stage": str(Stage.WRONG),
             "currentSize": 0,
+            "placement": None,
             "reason": INVALID_SPEC,
             "message": str(wrong.get("message") or ""),
         }
@@ -60,6 +61,7 @@ def terminal_fields(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> dict[str,
     return {
         "stage": str(Stage.COMPLETED),
         "currentSize": 0,
+        "placement": None,
         "completionTime": completion if isinstance(completion, str) else None,
     }
 

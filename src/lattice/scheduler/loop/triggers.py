@@ -4,8 +4,8 @@ Contract:
 - **Triggers** (informer handlers, :meth:`Triggers.register`): any add or delete of a job, node
   or one of our pods; an update that changes the object's ``*_signature`` (see
   :mod:`~lattice.scheduler.loop.snapshot`: updates of the scheduler's own fields, node
-  heartbeats and pod status noise do not trigger); a foreign pod that takes capacity
-  (``takes_capacity``) appearing, changing or going.
+  heartbeats and pod status noise do not trigger, :mod:`~lattice.scheduler.loop.nodes`); a
+  foreign pod appearing, changing (its node or requests: the projection) or going.
 - **Coalescing**: :meth:`Triggers.fire` only sets a flag. :meth:`Triggers.wait` returns once the
   flag is set or the earliest timer (``timeout()``, seconds; None: none) fires; a timer set
   meanwhile (:meth:`Triggers.rearm`, e.g. a write failed) is waited for too. The loop clears
@@ -20,15 +20,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lattice.clock import Clock
-from lattice.frameworks.base import JobPlugin, OperatorContext
+from lattice.frameworks.base import JobPlugin
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
-from lattice.scheduler.loop.snapshot import (
-    job_signature,
-    node_signature,
-    pod_signature,
-    takes_capacity,
-)
+from lattice.scheduler.loop.nodes import node_signature, pod_signature
+from lattice.scheduler.loop.snapshot import job_signature
 
 __all__ = ["Triggers"]
 
@@ -38,10 +34,8 @@ Obj = dict[str, Any]
 class Triggers:
     """The pass flag, the informer handlers that set it, and the wait for it or a timer."""
 
-    def __init__(self, clock: Clock, *, static: OperatorContext) -> None:
+    def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        #: The context's static part (unit and selector never change), for the filters.
-        self._static = static
         self._dirty = asyncio.Event()
         self._rearm = asyncio.Event()
         self.idle = False
@@ -101,13 +95,11 @@ class Triggers:
     def _on_foreign(
         self, event_type: str, old: ForeignPodUsage | None, new: ForeignPodUsage | None
     ) -> None:
-        ctx = self._static
-        if any(u is not None and takes_capacity(u, ctx) for u in (old, new)):
+        if old != new:
             self.fire()
 
     def _on_node(self, event_type: str, old: NodeInfo | None, new: NodeInfo | None) -> None:
-        ctx = self._static
-        if old is None or new is None or node_signature(old, ctx) != node_signature(new, ctx):
+        if old is None or new is None or node_signature(old) != node_signature(new):
             self.fire()
 
     # --- waiting -------------------------------------------------------------------------------

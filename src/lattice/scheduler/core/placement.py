@@ -1,0 +1,391 @@
+"""Per-node placement of pods on resource vectors, honouring constraints: the core's cluster.
+
+Contract (internal to the core; mutable, one per pass, copied with :meth:`Cluster.copy`):
+- Nodes are indexed in name order. Each has a free vector over the pass's resource names (the
+  union of the nodes' and the demands' names; a name a node lacks is 0 there), a count of
+  Lattice pods placed on it and whether an exclusive pod holds it.
+- A pod *fits* a node when the node is ``schedulable``, its constraint admits the node
+  (:meth:`~lattice.scheduler.core.model.Constraint.admits`), the node is not excluded for the
+  job, every requested quantity is at most the node's free quantity, no exclusive pod holds
+  the node, and, for an exclusive pod, no Lattice pod is on it.
+- :meth:`Cluster.place` puts one pod on the best-fitting node: the smallest free vector,
+  compared resource by resource in :func:`fit_order` (extended resources first, then cpu,
+  memory, ephemeral storage, the rest, pod slots last), then the lowest node index. So GPU
+  pods pack onto the fullest GPU nodes and CPU-only pods prefer nodes without GPUs.
+- :meth:`Cluster.place_all` places a gang all or nothing, largest pods first (by the same
+  order), and returns each pod's node in input order. :meth:`Cluster.reserve` puts a pod on a
+  named node with no fit check (a persisted placement is kept even where the node is now
+  over-committed: negative free never fits anything new); :meth:`Cluster.release` undoes one.
+- Identical nodes (same class: labels, taints, schedulability; same free vector and state)
+  share a bucket, so a search costs O(buckets of eligible classes), not O(nodes).
+- :meth:`Cluster.explain` names the binding constraint of a gang that does not fit, as
+  kube-scheduler's FailedScheduling does.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping, Sequence
+
+from lattice.scheduler.core.model import UNIT_RESOURCE, Constraint, PodDemand, Taint
+from lattice.scheduler.core.types import NodeView
+
+__all__ = ["Cluster", "fit_order"]
+
+_CORE = {"cpu": 1, "memory": 2, "ephemeral-storage": 3}
+
+
+def fit_order(name: str) -> tuple[int, str]:
+    """Sort key of a resource name in best-fit comparisons."""
+    if name == "pods":
+        return (5, name)
+    if "/" in name or name == UNIT_RESOURCE:
+        return (0, name)
+    return (_CORE.get(name, 4), name)
+
+
+# A node's bucket within its class: (free vector in fit order, state: 0 empty of Lattice
+# pods, 1 holding some, 2 held by an exclusive pod).
+_Key = tuple[tuple[int, ...], int]
+
+
+class Cluster:
+    """Free resources per node, with Lattice's placements (see the module contract)."""
+
+    __slots__ = (
+        "_allowed",
+        "_buckets",
+        "_class_of",
+        "_classes",
+        "_eligible",
+        "_index",
+        "_vectors",
+        "count",
+        "excl",
+        "free",
+        "names",
+        "node_index",
+        "resources",
+        "total",
+    )
+
+    def __init__(self, nodes: Sequence[NodeView], demands: Iterable[PodDemand] = ()) -> None:
+        ordered = sorted(nodes, key=lambda n: n.name)
+        names: set[str] = set()
+        frees = [n.free_resources() for n in ordered]
+        for free in frees:
+            names.update(name for name, _ in free)
+        for d in demands:
+            names.update(name for name, _ in d.requests)
+        self.resources: tuple[str, ...] = tuple(sorted(names, key=fit_order))
+        self._index = {name: i for i, name in enumerate(self.resources)}
+        self.names = [n.name for n in ordered]
+        self.node_index = {name: i for i, name in enumerate(self.names)}
+        width = len(self.resources)
+        self.free: list[list[int]] = []
+        for free in frees:
+            row = [0] * width
+            for name, q in free:
+                row[self._index[name]] = q
+            self.free.append(row)
+        self.count = [0] * len(ordered)
+        self.excl = [False] * len(ordered)
+        self.total = [sum(max(0, row[k]) for row in self.free) for k in range(width)]
+        classes: dict[tuple[object, ...], int] = {}
+        self._classes: list[NodeView] = []
+        self._class_of: list[int] = []
+        for n in ordered:
+            key = (n.labels, n.taints, n.schedulable)
+            cid = classes.get(key)
+            if cid is None:
+                cid = classes[key] = len(self._classes)
+                self._classes.append(n)
+            self._class_of.append(cid)
+        self._buckets: list[dict[_Key, list[int]]] = [{} for _ in self._classes]
+        for i in range(len(ordered)):
+            self._buckets[self._class_of[i]].setdefault(self._key(i), []).append(i)
+        self._eligible: dict[Constraint, tuple[int, ...]] = {}
+        self._allowed: dict[Constraint, frozenset[int] | None] = {}
+        self._vectors: dict[PodDemand, tuple[tuple[int, int], ...]] = {}
+
+    # ------------------------------------------------------------------ state
+
+    def copy(self) -> Cluster:
+        clone = object.__new__(Cluster)
+        clone.resources, clone._index = self.resources, self._index
+        clone.names, clone.node_index = self.names, self.node_index
+        clone.free = [list(row) for row in self.free]
+        clone.count, clone.excl, clone.total = list(self.count), list(self.excl), list(self.total)
+        clone._classes, clone._class_of = self._classes, self._class_of
+        clone._buckets = [{k: list(v) for k, v in b.items()} for b in self._buckets]
+        clone._eligible, clone._allowed = self._eligible, self._allowed
+        clone._vectors = self._vectors
+        return clone
+
+    def _key(self, i: int) -> _Key:
+        state = 2 if self.excl[i] else (1 if self.count[i] else 0)
+        return (tuple(self.free[i]), state)
+
+    def _vector(self, d: PodDemand) -> tuple[tuple[int, int], ...]:
+        """The demand's non-zero requests as (resource index, quantity), in fit order."""
+        vec = self._vectors.get(d)
+        if vec is None:
+            index = self._index
+            found = [(index[n], q) for n, q in d.requests if q > 0 and n in index]
+            missing = any(q > 0 and n not in index for n, q in d.requests)
+            if missing:  # a resource no node has: never fits
+                found.append((-1, 1))
+            vec = self._vectors[d] = tuple(sorted(found))
+        return vec
+
+    def _apply(self, i: int, d: PodDemand, sign: int) -> None:
+        bucket = self._buckets[self._class_of[i]]
+        old = self._key(i)
+        nodes = bucket[old]
+        del nodes[bisect_left(nodes, i)]
+        if not nodes:
+            del bucket[old]
+        row, total = self.free[i], self.total
+        for k, q in self._vector(d):
+            if k >= 0:
+                before = row[k]
+                row[k] = after = before - sign * q
+                total[k] += max(0, after) - max(0, before)
+        self.count[i] += sign
+        if d.exclusive:
+            self.excl[i] = sign > 0
+        insort(bucket.setdefault(self._key(i), []), i)
+
+    def reserve(self, node: str, d: PodDemand) -> bool:
+        """Put ``d`` on ``node`` without a fit check; False when the node is unknown."""
+        i = self.node_index.get(node)
+        if i is None:
+            return False
+        self._apply(i, d, 1)
+        return True
+
+    def release(self, node: str, d: PodDemand) -> None:
+        """Undo one :meth:`reserve` or placement of ``d`` on ``node``."""
+        i = self.node_index.get(node)
+        if i is not None:
+            self._apply(i, d, -1)
+
+    def fits_on(self, node: str, d: PodDemand) -> bool:
+        """Whether ``d`` could be placed on ``node`` now (the constraint included)."""
+        i = self.node_index.get(node)
+        if i is None:
+            return False
+        c = self._class_of[i]
+        if c not in self._eligible_classes(d.constraint):
+            return False
+        allowed = self._allowed.get(d.constraint)
+        if allowed is not None and i not in allowed:
+            return False
+        return self._room(i, d)
+
+    def _room(self, i: int, d: PodDemand) -> bool:
+        if self.excl[i] or (d.exclusive and self.count[i]):
+            return False
+        row = self.free[i]
+        return all(k >= 0 and row[k] >= q for k, q in self._vector(d))
+
+    # ------------------------------------------------------------------ search
+
+    def _eligible_classes(self, c: Constraint) -> tuple[int, ...]:
+        found = self._eligible.get(c)
+        if found is None:
+            fields = c.terms is not None and any(r.field for t in c.terms for r in t)
+            out = []
+            for cid, n in enumerate(self._classes):
+                if not n.schedulable:
+                    continue
+                labels = dict(n.labels)
+                if fields or c.admits(name=n.name, labels=labels, taints=n.taints):
+                    out.append(cid)
+            found = self._eligible[c] = tuple(out)
+            allowed: frozenset[int] | None = None
+            if fields:
+                allowed = frozenset(
+                    i
+                    for i, name in enumerate(self.names)
+                    if self._class_of[i] in found
+                    and c.admits(
+                        name=name,
+                        labels=dict(self._classes[self._class_of[i]].labels),
+                        taints=self._classes[self._class_of[i]].taints,
+                    )
+                )
+            self._allowed[c] = allowed
+        return found
+
+    def _best(self, d: PodDemand, exclude: frozenset[int]) -> int | None:
+        vec = self._vector(d)
+        if vec and vec[0][0] < 0:
+            return None
+        total = self.total
+        if any(total[k] < q for k, q in vec):
+            return None
+        classes = self._eligible_classes(d.constraint)
+        allowed = self._allowed[d.constraint]
+        best: tuple[tuple[int, ...], int] | None = None
+        exclusive = d.exclusive
+        for cid in classes:
+            for (free, state), nodes in self._buckets[cid].items():
+                if state == 2 or (exclusive and state == 1):
+                    continue
+                if any(free[k] < q for k, q in vec):
+                    continue
+                if best is not None and free > best[0]:
+                    continue
+                pick = _first(nodes, exclude, allowed)
+                if pick is not None and (best is None or (free, pick) < best):
+                    best = (free, pick)
+        return None if best is None else best[1]
+
+    def place(self, d: PodDemand, exclude: frozenset[int] = frozenset()) -> str | None:
+        """Place one pod best-fit; its node, or ``None`` when it fits nowhere."""
+        i = self._best(d, exclude)
+        if i is None:
+            return None
+        self._apply(i, d, 1)
+        return self.names[i]
+
+    def place_all(
+        self, demands: Sequence[PodDemand], exclude: frozenset[int] = frozenset()
+    ) -> list[str] | None:
+        """Place every pod or none (largest first); their nodes in input order."""
+        order = sorted(range(len(demands)), key=lambda j: self._size_key(demands[j]))
+        out: list[str] = [""] * len(demands)
+        done: list[int] = []
+        for j in order:
+            node = self.place(demands[j], exclude)
+            if node is None:
+                for k in done:
+                    self.release(out[k], demands[k])
+                return None
+            out[j] = node
+            done.append(j)
+        return out
+
+    def fits_all(self, demands: Sequence[PodDemand], exclude: frozenset[int] = frozenset()) -> bool:
+        """Whether :meth:`place_all` would succeed; the cluster is left unchanged."""
+        nodes = self.place_all(demands, exclude)
+        if nodes is None:
+            return False
+        for node, d in zip(nodes, demands, strict=True):
+            self.release(node, d)
+        return True
+
+    def exclusion(self, names: Iterable[str]) -> frozenset[int]:
+        """Node indices of ``names`` (unknown names ignored)."""
+        index = self.node_index
+        return frozenset(index[n] for n in names if n in index)
+
+    def _size_key(self, d: PodDemand) -> tuple[object, ...]:
+        width = len(self.resources)
+        row = [0] * width
+        for k, q in self._vector(d):
+            if k >= 0:
+                row[k] = q
+        return (not d.exclusive, tuple(-q for q in row))
+
+    # ------------------------------------------------------------------ messages
+
+    def explain(self, demands: Sequence[PodDemand], exclude: frozenset[int] = frozenset()) -> str:
+        """Why ``demands`` do not fit, naming the first pod's binding constraint."""
+        for d in sorted(demands, key=self._size_key):
+            if self._best(d, exclude) is None:
+                return self._why(d, exclude)
+        return f"{len(demands)} pods do not fit together (fragmented across nodes)"
+
+    def _why(self, d: PodDemand, exclude: frozenset[int]) -> str:
+        where = d.constraint.describe()
+        matching = f"matching {where}" if where else "eligible"
+        vec = self._vector(d)
+        if vec and vec[0][0] < 0:
+            names = [n for n, q in d.requests if q > 0 and n not in self._index]
+            return f"no node has {_fmt(names[0], 1)}"
+        classes = set(self._eligible_classes(d.constraint))
+        allowed = self._allowed.get(d.constraint)
+        nodes = [
+            i
+            for i, c in enumerate(self._class_of)
+            if c in classes and i not in exclude and (allowed is None or i in allowed)
+        ]
+        if not nodes:
+            return _no_match(d.constraint, self._classes)
+        if d.exclusive:
+            free = [i for i in nodes if not self.count[i] and not self.excl[i]]
+            if not free:
+                return f"no node {matching} is free of other Lattice pods ({len(nodes)} match)"
+            nodes = free
+        else:
+            nodes = [i for i in nodes if not self.excl[i]]
+        for k, q in vec:
+            largest = max((self.free[i][k] for i in nodes), default=0)
+            if largest < q:
+                name = self.resources[k]
+                most = _fmt(name, max(0, largest), bare=True)
+                return (
+                    f"no node {matching} has {_fmt(name, q)} free "
+                    f"({_nodes(len(nodes))} match; largest free {most})"
+                )
+        parts = ", ".join(_fmt(self.resources[k], q) for k, q in vec)
+        return f"no node {matching} has room for a pod of {parts} ({_nodes(len(nodes))} match)"
+
+    def node_count(self) -> int:
+        return len(self.names)
+
+    def unit_free(self) -> int:
+        """Free :data:`UNIT_RESOURCE` in total (0 when the model has none)."""
+        k = self._index.get(UNIT_RESOURCE)
+        return 0 if k is None else self.total[k]
+
+
+def _first(nodes: list[int], exclude: frozenset[int], allowed: frozenset[int] | None) -> int | None:
+    if not exclude and allowed is None:
+        return nodes[0]
+    for i in nodes:
+        if i not in exclude and (allowed is None or i in allowed):
+            return i
+    return None
+
+
+def _nodes(n: int) -> str:
+    return "1 node" if n == 1 else f"{n} nodes"
+
+
+def _fmt(name: str, q: int, *, bare: bool = False) -> str:
+    if name == "cpu":
+        value = f"{q // 1000}" if q % 1000 == 0 else f"{q}m"
+    elif name in ("memory", "ephemeral-storage") and q >= 1 << 20 and q % (1 << 20) == 0:
+        value = f"{q >> 30}Gi" if q % (1 << 30) == 0 else f"{q >> 20}Mi"
+    else:
+        value = str(q)
+    return value if bare else f"{value} {name}"
+
+
+def _no_match(c: Constraint, classes: Sequence[NodeView]) -> str:
+    where = c.describe()
+    selector = Constraint(node_selector=c.node_selector, terms=c.terms)
+    ready = [n for n in classes if n.schedulable]
+    labelled = [
+        n for n in ready if selector.admits(name=n.name, labels=_labels(n.labels), taints=())
+    ]
+    if where and not labelled:
+        return f"no schedulable node matches {where}"
+    if labelled:
+        taints = sorted({_taint(t) for n in labelled for t in n.taints})
+        matching = f" matching {where}" if where else ""
+        return (
+            f"every node{matching} has a taint the pod does not tolerate ({', '.join(taints[:3])})"
+        )
+    return "no schedulable node"
+
+
+def _taint(t: Taint) -> str:
+    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
+
+
+def _labels(pairs: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
+    return dict(pairs)

@@ -1,0 +1,155 @@
+"""Jobs' pods on the cluster: keeping persisted placements, placing, and making room.
+
+Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.core.core`):
+- :func:`reserve_running` puts a running job's persisted placement on the cluster before the
+  walk: pod ``i`` stays on ``placement[i]`` when that node is still known and not among the
+  job's refused nodes; otherwise the pod is unplaced (``""``) and must be placed again.
+- :func:`place_missing` places a job's unplaced pods below an index, all or none.
+- :func:`make_room` is preemption: to place a job's missing minimum it releases, in this
+  order, the growth (pods at ``min_size`` and above) of every other job that holds some, the
+  job latest in order first and its highest index first, then the whole placement of jobs
+  later in order than it, the latest first; once the pods fit it places them and gives back,
+  best in order first, every released pod that still fits where it was (a job's pods in index
+  order, stopping at the first that no longer fits; a minimum only whole). A job already
+  admitted in this pass keeps its minimum. It returns whether
+  the job was placed; when not, everything released is put back.
+- :func:`release_from` releases a job's pods from an index up, highest index first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lattice.scheduler.core.model import PodDemand
+from lattice.scheduler.core.order import aged_growth_cap
+from lattice.scheduler.core.placement import Cluster
+from lattice.scheduler.core.state import JobState
+
+__all__ = [
+    "growth_floor",
+    "make_room",
+    "min_demands",
+    "place_missing",
+    "release_from",
+    "reserve_running",
+]
+
+
+def reserve_running(s: JobState, cluster: Cluster) -> None:
+    """Keep the persisted placement of a job that runs on input (see the contract)."""
+    v = s.view
+    refused = set(v.refused_nodes)
+    s.exclude = cluster.exclusion(refused) if refused else frozenset()
+    placement = v.placement
+    placed: list[str] = []
+    for i in range(s.held):
+        node = placement[i] if i < len(placement) else ""
+        if node and node not in refused and cluster.reserve(node, v.pod_demand(i)):
+            placed.append(node)
+        else:
+            placed.append("")
+    s.placed = placed
+
+
+def growth_floor(s: JobState) -> int:
+    """The size below which a job's pods are not growth others may take: its minimum, or for
+    a promoted job admitted in this pass the cap of its early growth."""
+    if s.aged and s.admitted:
+        return max(s.view.min_size, aged_growth_cap(s.view))
+    return s.view.min_size
+
+
+def min_demands(s: JobState) -> tuple[PodDemand, ...]:
+    """The demands of the pods of ``s``'s minimum, by index."""
+    v = s.view
+    return tuple(v.pod_demand(i) for i in range(v.min_size))
+
+
+def missing(s: JobState, upto: int) -> list[int]:
+    """Indices below ``upto`` that have no node."""
+    placed = s.placed
+    return [i for i in range(upto) if i >= len(placed) or not placed[i]]
+
+
+def place_missing(s: JobState, cluster: Cluster, upto: int) -> bool:
+    """Place the unplaced pods of ``s`` below ``upto``, all or none."""
+    todo = missing(s, upto)
+    if not todo:
+        return True
+    v = s.view
+    nodes = cluster.place_all([v.pod_demand(i) for i in todo], s.exclude)
+    if nodes is None:
+        return False
+    _fill(s, todo, nodes)
+    return True
+
+
+def _fill(s: JobState, indices: Sequence[int], nodes: Sequence[str]) -> None:
+    placed = s.placed
+    if len(placed) < max(indices) + 1:
+        placed.extend([""] * (max(indices) + 1 - len(placed)))
+    for i, node in zip(indices, nodes, strict=True):
+        placed[i] = node
+
+
+def release_from(s: JobState, cluster: Cluster, start: int) -> list[str]:
+    """Release the pods of ``s`` at ``start`` and above; return their nodes (by index)."""
+    placed = s.placed
+    v = s.view
+    for i in range(len(placed) - 1, start - 1, -1):
+        if placed[i]:
+            cluster.release(placed[i], v.pod_demand(i))
+    removed = placed[start:]
+    del placed[start:]
+    return removed
+
+
+def _restore(s: JobState, cluster: Cluster, start: int, nodes: list[str], *, check: bool) -> None:
+    """Put back pods of ``s`` from ``start`` on ``nodes`` (see the contract)."""
+    v = s.view
+    for offset, node in enumerate(nodes):
+        i = start + offset
+        d = v.pod_demand(i)
+        if node and check and not cluster.fits_on(node, d):
+            break
+        if node:
+            cluster.reserve(node, d)
+        s.placed.append(node)
+    if check and start < v.min_size and len(s.placed) < v.min_size:
+        release_from(s, cluster, start)
+
+
+def make_room(s: JobState, holders: Sequence[JobState], cluster: Cluster) -> bool:
+    """Preempt for the missing minimum of ``s`` (see the contract). ``holders`` are the jobs
+    that hold reserved pods, in scheduling order."""
+    todo = missing(s, s.view.min_size)
+    if not todo:
+        return True
+    v = s.view
+    demands = [v.pod_demand(i) for i in todo]
+    key = s.key
+    steps: list[tuple[JobState, int]] = []
+    for h in reversed(holders):
+        floor = growth_floor(h)
+        if h is not s and len(h.placed) > floor:
+            steps.append((h, floor))
+    for h in reversed(holders):
+        later = key is not None and h.key is not None and h.key > key
+        if h is not s and h.placed and later and not h.admitted:
+            steps.append((h, 0))
+    released: list[tuple[JobState, int, list[str]]] = []
+    for h, start in steps:
+        if len(h.placed) <= start:
+            continue
+        released.append((h, start, release_from(h, cluster, start)))
+        nodes = cluster.place_all(demands, s.exclude)
+        if nodes is None:
+            continue
+        _fill(s, todo, nodes)
+        for h2, start2, removed in reversed(released):
+            if len(h2.placed) == start2:
+                _restore(h2, cluster, start2, removed, check=True)
+        return True
+    for h, start, removed in reversed(released):
+        _restore(h, cluster, start, removed, check=False)
+    return False
