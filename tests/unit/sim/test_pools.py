@@ -21,10 +21,6 @@ from lattice.sim.policies import FifoAllocator, GreedyAllocator, LatticeAllocato
 from lattice.sim.speedup import LinearCapped
 from lattice.sim.trace import MappingOptions, SimJob, map_jobs, read_trace
 
-#: Needs the core's placement engine (issue 20): the placeholder core ignores node labels and
-#: taints. Remove the marker once the engine is merged (strict: an unexpected pass fails).
-NEEDS_ENGINE = pytest.mark.xfail(strict=True, reason="the core does not place pods on nodes yet")
-
 # Two 4-GPU pools, the second tainted as GKE taints GPU nodes (tolerated by every GPU pod).
 TWO_POOLS = ClusterModel(
     pools=(
@@ -97,37 +93,33 @@ def test_the_default_cluster_gives_the_unit_models_results() -> None:
 def test_the_allocator_carries_each_placement_into_the_next_pass(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seen: list[Snapshot] = []
+    passes: list[tuple[Snapshot, Plan]] = []
 
-    def placing(snapshot: Snapshot, now: datetime) -> Plan:
-        # The core, with every running job placed pod by pod on node-0000.
-        seen.append(snapshot)
+    def recording(snapshot: Snapshot, now: datetime) -> Plan:
         plan = core_schedule(snapshot, now)
-        decisions = {
-            key: d._replace(
-                placement=("node-0000",) * d.size,
-                changed_fields=d.changed_fields | {"placement"},
-            )
-            if d.stage == Stage.RUNNING and d.placement != ("node-0000",) * d.size
-            else d
-            for key, d in plan.decisions.items()
-        }
-        return replace(plan, decisions=decisions)
+        passes.append((snapshot, plan))
+        return plan
 
-    monkeypatch.setattr(policies, "schedule", placing)
-    cluster = homogeneous(8, 8)
+    monkeypatch.setattr(policies, "schedule", recording)
+    cluster = homogeneous(16, 8)
     allocator = LatticeAllocator(cluster.nodes(), SchedulerConfig(), demand=cluster.demand)
-    jobs = [sim_job(0, 0, 100, 2), sim_job(1, 10, 100, 2)]
-    simulate(jobs, allocator, policy="l", capacity=8)
-    second = {j.name: j for j in seen[1].jobs}
-    assert second["j0"].placement == ("node-0000",) * second["j0"].current_size
-    assert second["j0"].current_size > 0
-    assert second["j1"].placement == ()
-    assert second["j0"].replica_demand == cluster.demand(jobs[0])
-    assert seen[0].nodes == cluster.nodes()
+    jobs = [sim_job(0, 0, 100, 4), sim_job(1, 10, 100, 4)]
+    simulate(jobs, allocator, policy="l", capacity=16)
+    (first, plan), (second, _) = passes[:2]
+    assert first.nodes == cluster.nodes()
+    placed = plan["TrainingJob/sim/j0"].placement
+    assert len(placed) == 4
+    assert set(placed) <= {"node-0000", "node-0001"}
+    (j0,) = (j for j in second.jobs if j.name == "j0")
+    assert (j0.stage, j0.current_size, j0.placement) == (Stage.RUNNING, 4, placed)
+    assert j0.replica_demand == cluster.demand(jobs[0])
+    (j1,) = (j for j in second.jobs if j.name == "j1")
+    assert j1.placement == ()  # arrived: nothing placed yet
+    later = [j for snap, _ in passes[1:] for j in snap.jobs if j.name == "j0"]
+    assert later
+    assert {j.placement for j in later} == {placed}  # running pods never move
 
 
-@NEEDS_ENGINE
 def test_the_core_keeps_a_pinned_job_waiting_while_its_pool_is_full() -> None:
     allocator = LatticeAllocator(TWO_POOLS.nodes(), SchedulerConfig(), demand=TWO_POOLS.demand)
     r = simulate(PINNED, allocator, policy="l", capacity=8, restart_cost=0)
@@ -135,12 +127,13 @@ def test_the_core_keeps_a_pinned_job_waiting_while_its_pool_is_full() -> None:
     assert jcts(r) == {"j0": 100, "j1": 140, "j2": 50}
 
 
-@NEEDS_ENGINE
 def test_the_core_leaves_an_untolerated_pool_alone() -> None:
     cluster = ClusterModel(
         pools=(
-            parse_pool("a 1 nvidia.com/gpu=4"),
-            parse_pool("infra 1 nvidia.com/gpu=4 taint:dedicated=infra:NoSchedule"),
+            parse_pool("a 1 nvidia.com/gpu=4 cpu=16 memory=128Gi"),
+            parse_pool(
+                "infra 1 nvidia.com/gpu=4 cpu=16 memory=128Gi taint:dedicated=infra:NoSchedule"
+            ),
         )
     )
     allocator = LatticeAllocator(cluster.nodes(), SchedulerConfig(), demand=cluster.demand)
