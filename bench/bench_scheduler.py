@@ -1,7 +1,7 @@
 """Benchmark of ``lattice.scheduler.core.schedule`` (goal G6 of the performance anchors).
 
-Not a pytest test. Run: ``.venv/bin/python bench/bench_scheduler.py [--reps N] [--quick]
-[--strategy S]... [--unconstrained-only]``.
+Not a pytest test. Run: ``.venv/bin/python bench/bench_scheduler.py [--reps N] [--quick |
+--scale 1k|10k] [--strategy S]... [--unconstrained-only]``.
 
 For each scale (1k jobs x 1k nodes, 10k jobs x 5k nodes; 8 GPUs per node, some partly held by
 foreign pods) and each strategy, it generates a deterministic snapshot with mixed priorities,
@@ -275,7 +275,8 @@ def run_scale(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20, help="repetitions per measurement")
-    parser.add_argument("--quick", action="store_true", help="1k x 1k only")
+    parser.add_argument("--quick", action="store_true", help="1k x 1k only (--scale 1k)")
+    parser.add_argument("--scale", choices=["1k", "10k"], help="only this scale (default both)")
     parser.add_argument(
         "--strategy",
         action="append",
@@ -291,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
         strategies=[Strategy(s) for s in args.strategy] if args.strategy else list(Strategy),
         constrained=not args.unconstrained_only,
     )
-    ok = scale(jobs=1_000, nodes=1_000, reps=args.reps, goal_ms=100.0)
-    if not args.quick:
+    only = "1k" if args.quick else args.scale
+    ok = True
+    if only in (None, "1k"):
+        ok = scale(jobs=1_000, nodes=1_000, reps=args.reps, goal_ms=100.0)
+    if only in (None, "10k"):
         ok = scale(jobs=10_000, nodes=5_000, reps=max(3, args.reps // 2), goal_ms=1000.0) and ok
     return 0 if ok else 1
 
