@@ -1,6 +1,7 @@
 """Benchmark of ``lattice.scheduler.core.schedule`` (goal G6 of the performance anchors).
 
-Not a pytest test. Run: ``.venv/bin/python bench/bench_scheduler.py [--reps N] [--quick]``.
+Not a pytest test. Run: ``.venv/bin/python bench/bench_scheduler.py [--reps N] [--quick |
+--scale 1k|10k] [--strategy S]... [--unconstrained-only]``.
 
 For each scale (1k jobs x 1k nodes, 10k jobs x 5k nodes; 8 GPUs per node, some partly held by
 foreign pods) and each strategy, it generates a deterministic snapshot with mixed priorities,
@@ -11,6 +12,13 @@ N passes right after a burst of high-priority arrivals (preemption). It prints p
 ms next to a baseline measured in the same run (sorting the same jobs by ``order_key``), the
 ratio to that baseline, and whether the goal holds (p95 <= 100 ms at 1k x 1k, <= 1 s at
 10k x 5k).
+
+Then, for the same scale and strategy, the *constrained* pass (issue 20): the same jobs with
+per-pod requests and constraints on nodes in pools with labels, taints and resource vectors,
+running jobs holding persisted placements (``constrained.py`` describes the mix), timed in the
+same two situations and printed beside the unconstrained pass above (plain
+``NodeView(name, free_units)``, unit-only jobs) with the ratio of their p50 and p95. The goal
+is checked on the constrained pass as well.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
+
+from constrained import constrained_burst, constrained_snapshot
 
 from lattice.scheduler.core import (
     JobView,
@@ -164,9 +174,67 @@ def fmt(samples: list[float]) -> str:
     )
 
 
-def run_scale(*, jobs: int, nodes: int, reps: int, goal_ms: float) -> bool:
+def ratio(num: list[float], den: list[float]) -> str:
+    return (
+        f"p50 {statistics.median(num) / statistics.median(den):5.2f}x, "
+        f"p95 {p95(num) / p95(den):5.2f}x"
+    )
+
+
+def run_constrained(
+    *,
+    jobs: int,
+    nodes: int,
+    strategy: Strategy,
+    reps: int,
+    goal_ms: float,
+    plain: tuple[list[float], list[float]],
+) -> bool:
+    """Time the constrained pass, print it beside ``plain`` (steady, burst samples)."""
+    snap = constrained_snapshot(
+        jobs=jobs,
+        nodes=nodes,
+        strategy=strategy,
+        seed=jobs + nodes,
+        make_job=make_job,
+        at=T0 + timedelta(hours=2),
+        pending_at=T0 + timedelta(hours=2, minutes=1),
+    )
+    now = T0 + timedelta(hours=2, minutes=30)
+    burst_now = T0 + timedelta(hours=3, minutes=1)
+    burst_snap = constrained_burst(snap, max(1, jobs // 100), at=T0 + timedelta(hours=3))
+    plan = schedule(snap, now)
+    running = [j for j in snap.jobs if j.stage == Stage.RUNNING and j.current_size]
+    pods = sum(j.current_size for j in running)
+    tainted = sum(1 for n in snap.nodes if n.taints)
+    steady = timed(partial(schedule, snap, now), reps)
+    hot = timed(partial(schedule, burst_snap, burst_now), reps)
+    passed = p95(steady) <= goal_ms and p95(hot) <= goal_ms
+    print(
+        f"    constrained   : {len(snap.nodes)} nodes in 5 pools ({tainted} tainted), "
+        f"{len(running)} running jobs holding {pods} placed pods, "
+        f"plan: {sum(1 for d in plan.decisions.values() if d.stage == Stage.RUNNING)} running"
+    )
+    print(f"    schedule      : {fmt(steady)}  ratio to unconstrained {ratio(steady, plain[0])}")
+    print(
+        f"    burst (+{len(burst_snap.jobs) - len(snap.jobs)}) : {fmt(hot)}  "
+        f"ratio to unconstrained {ratio(hot, plain[1])}"
+    )
+    print(f"    goal p95 <= {goal_ms:.0f} ms (constrained): {'OK' if passed else 'MISSED'}")
+    return passed
+
+
+def run_scale(
+    *,
+    jobs: int,
+    nodes: int,
+    reps: int,
+    goal_ms: float,
+    strategies: list[Strategy],
+    constrained: bool,
+) -> bool:
     ok = True
-    for strategy in Strategy:
+    for strategy in strategies:
         snap = steady_snapshot(jobs=jobs, nodes=nodes, strategy=strategy, seed=jobs + nodes)
         now = T0 + timedelta(hours=2, minutes=30)
         plan = schedule(snap, now)
@@ -189,17 +257,47 @@ def run_scale(*, jobs: int, nodes: int, reps: int, goal_ms: float) -> bool:
         print(f"    schedule      : {fmt(steady)}  ratio {ratio:5.1f}x baseline")
         print(f"    burst (+{len(burst_snap.jobs) - len(snap.jobs)}) : {fmt(hot)}")
         print(f"    goal p95 <= {goal_ms:.0f} ms: {'OK' if passed else 'MISSED'}")
+        if constrained:
+            ok = (
+                run_constrained(
+                    jobs=jobs,
+                    nodes=nodes,
+                    strategy=strategy,
+                    reps=reps,
+                    goal_ms=goal_ms,
+                    plain=(steady, hot),
+                )
+                and ok
+            )
     return ok
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=20, help="repetitions per measurement")
-    parser.add_argument("--quick", action="store_true", help="1k x 1k only")
+    parser.add_argument("--quick", action="store_true", help="1k x 1k only (--scale 1k)")
+    parser.add_argument("--scale", choices=["1k", "10k"], help="only this scale (default both)")
+    parser.add_argument(
+        "--strategy",
+        action="append",
+        choices=[s.value for s in Strategy],
+        help="only this strategy; repeatable (default: all)",
+    )
+    parser.add_argument(
+        "--unconstrained-only", action="store_true", help="skip the constrained passes"
+    )
     args = parser.parse_args(argv)
-    ok = run_scale(jobs=1_000, nodes=1_000, reps=args.reps, goal_ms=100.0)
-    if not args.quick:
-        ok = run_scale(jobs=10_000, nodes=5_000, reps=max(3, args.reps // 2), goal_ms=1000.0) and ok
+    scale = partial(
+        run_scale,
+        strategies=[Strategy(s) for s in args.strategy] if args.strategy else list(Strategy),
+        constrained=not args.unconstrained_only,
+    )
+    only = "1k" if args.quick else args.scale
+    ok = True
+    if only in (None, "1k"):
+        ok = scale(jobs=1_000, nodes=1_000, reps=args.reps, goal_ms=100.0)
+    if only in (None, "10k"):
+        ok = scale(jobs=10_000, nodes=5_000, reps=max(3, args.reps // 2), goal_ms=1000.0) and ok
     return 0 if ok else 1
 
 

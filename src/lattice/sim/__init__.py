@@ -3,9 +3,10 @@
 Contract: a pure package (no asyncio, no Kubernetes, no logging framework). The ``lattice``
 policy drives the same :func:`lattice.scheduler.core.schedule` the operator runs, on a
 simulated clock; the other policies are baselines to measure against. Modules: ``trace``
-(readers and job mapping), ``speedup`` (throughput models), ``engine`` (event loop),
-``policies``, ``metrics``, ``runner`` (policies side by side), ``figure`` (PNG, with
-matplotlib from the optional ``sim`` extra, imported only to draw), ``cli``.
+(readers and job mapping), ``cluster`` (pools of nodes and what jobs' pods request),
+``speedup`` (throughput models), ``engine`` (event loop), ``policies``, ``metrics``,
+``runner`` (policies side by side), ``figure`` (PNG, with matplotlib from the optional ``sim``
+extra, imported only to draw), ``cli``.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ writing the requested JSON/PNG files.
   trace must hold at least one job (after ``--limit``).
 - Durations (``--resize-interval``, ``--starvation-limit``, ``--restart-cost``) are seconds or
   Go durations (:func:`lattice.durations.parse_seconds`).
+- The cluster is ``--capacity`` units, or ``--nodes`` x ``--gpus-per-node`` (homogeneous), or
+  the pools of ``--pool`` (repeatable) and ``--pools FILE`` (JSON), not both kinds
+  (:mod:`lattice.sim.cluster`). ``--pool-affinity F`` pins a seeded share of the jobs without
+  a selector to one pool each. ``--json`` records the pools as it read them.
 - Progress goes to stderr as ``lattice simulate: <policy>: F/N jobs finished (P%), <elapsed>``,
   at most once every ``PROGRESS_INTERVAL`` seconds and never during the first interval, so
   short runs print nothing (:class:`Progress`, on an injected monotonic clock).
@@ -27,8 +31,17 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lattice.durations import parse_seconds
+from lattice.primitives.quantity import resource_units
 from lattice.scheduler.core import SchedulerConfig, Strategy
 from lattice.scheduler.core.events import format_duration
+from lattice.sim.cluster import (
+    ClusterModel,
+    Pool,
+    assign_pools,
+    homogeneous,
+    parse_pool,
+    pools_from_json,
+)
 from lattice.sim.figure import render_png
 from lattice.sim.metrics import format_table
 from lattice.sim.runner import ALL_POLICIES, run_policies
@@ -81,6 +94,72 @@ class Progress:
         self._stream.flush()
 
 
+def _pool_arg(raw: str) -> Pool:
+    try:
+        return parse_pool(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _quantity(resource: str) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = resource_units(resource, raw)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{raw!r} must not be negative")
+        return value
+
+    return parse
+
+
+def _cluster(args: argparse.Namespace) -> ClusterModel:
+    """The cluster the flags describe (see the module docstring)."""
+    shape: dict[str, Any] = {
+        "unit_resource": args.unit_resource,
+        "cpu_per_unit": args.cpu_per_unit,
+        "memory_per_unit": args.memory_per_unit,
+    }
+    pools = list(args.pool or ())
+    if args.pools is not None:
+        source = str(args.pools)
+        try:
+            doc = json.loads(args.pools.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--pools {source}: not JSON: {exc}") from None
+        pools.extend(pools_from_json(doc, source=f"--pools {source}"))
+    if not pools:
+        capacity = args.capacity or (args.nodes or 8) * args.gpus_per_node
+        if args.capacity is None and args.nodes is None:
+            capacity = 64
+        return homogeneous(capacity, args.gpus_per_node, **shape)
+    if args.capacity is not None or args.nodes is not None:
+        raise ValueError("--pool/--pools describe the cluster: drop --capacity and --nodes")
+    cluster = ClusterModel(pools=tuple(pools), **shape)
+    if cluster.capacity <= 0:
+        raise ValueError(f"the pools have no {args.unit_resource} (--unit-resource)")
+    if not any(cluster.holds_a_replica(p) for p in cluster.pools if cluster.units_of(p.capacity)):
+        wants = ", ".join(f"{name}={qty}" for name, qty in cluster.requests())
+        raise ValueError(
+            f"no pool's node holds one replica ({wants}; --cpu-per-unit, --memory-per-unit)"
+        )
+    return cluster
+
+
+def _describe(pools: tuple[Pool, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": p.name,
+            "count": p.count,
+            "resources": dict(p.capacity),
+            "labels": dict(p.node_labels()),
+            "taints": [{"key": t.key, "value": t.value, "effect": t.effect} for t in p.taints],
+        }
+        for p in pools
+    ]
+
+
 def check_writable(path: Path) -> None:
     """Raise ``OSError`` naming ``path`` unless it can be written (created if missing)."""
     existed = path.exists()
@@ -104,6 +183,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     cap.add_argument("--nodes", type=int, help="number of nodes (with --gpus-per-node)")
     p.add_argument("--gpus-per-node", type=int, default=8, help="units per node (default 8)")
     p.add_argument("--unit", default="gpu", help="unit name, for display only (default gpu)")
+    p.add_argument(
+        "--pool",
+        action="append",
+        type=_pool_arg,
+        help='a pool of nodes, repeatable: "NAME COUNT RES=QTY... [label:K=V] '
+        '[taint:K[=V]:EFFECT]", e.g. "a 4 nvidia.com/gpu=8 cpu=64 memory=512Gi"',
+    )
+    p.add_argument("--pools", type=Path, help="pools from a JSON file (a list of pools)")
+    p.add_argument(
+        "--pool-affinity",
+        type=float,
+        default=0.0,
+        help="share of the jobs without a selector pinned to one pool (pool=NAME), seeded (0)",
+    )
+    p.add_argument(
+        "--unit-resource",
+        default="nvidia.com/gpu",
+        help="the resource trace units count (default nvidia.com/gpu; cpu: whole cores)",
+    )
+    p.add_argument(
+        "--cpu-per-unit", type=_quantity("cpu"), default="4", help="cpu per unit of a job (4)"
+    )
+    p.add_argument(
+        "--memory-per-unit",
+        type=_quantity("memory"),
+        default="32Gi",
+        help="memory per unit of a job (32Gi)",
+    )
     p.add_argument(
         "--policy",
         action="append",
@@ -172,9 +279,8 @@ def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
         for out in (args.json, args.png):
             if out is not None:
                 check_writable(out)
-        capacity = args.capacity or (args.nodes or 8) * args.gpus_per_node
-        if args.capacity is None and args.nodes is None:
-            capacity = 64
+        cluster = _cluster(args)
+        capacity = cluster.capacity
         fits = load_fits(args.speedup_dir)
         options = MappingOptions(
             min_fraction=args.min_fraction,
@@ -193,6 +299,7 @@ def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
         if not trace:
             raise ValueError(f"{args.trace}: the trace has no jobs (a header and no rows)")
         jobs = map_jobs(trace, options, capacity=capacity, fits=fits)
+        jobs = assign_pools(jobs, cluster, fraction=args.pool_affinity, seed=args.seed)
         if not jobs:
             raise ValueError(f"{args.trace}: no jobs left to simulate (--limit {args.limit})")
         config = _config(args)
@@ -205,6 +312,7 @@ def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
             config=config,
             timeline=args.png is not None,
             progress=progress,
+            cluster=cluster,
         )
     except (OSError, ValueError, KeyError) as exc:
         print(f"lattice simulate: {exc}", file=sys.stderr)
@@ -219,6 +327,8 @@ def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
             "restart_cost": args.restart_cost,
             "speedup": args.speedup,
             "resize_interval": config.resize_interval.total_seconds(),
+            "unit_resource": cluster.unit_resource,
+            "pools": _describe(cluster.pools),
             "policies": [
                 {
                     **{k: _clean(v) for k, v in r.metrics.to_dict().items()},

@@ -7,9 +7,12 @@ Contract:
   ``no-queueing``; ``all`` expands to :data:`ALL_POLICIES`. :data:`PREEMPT_RIGID` is the core
   with every rigid job opted in to preemption within its priority.
 - :func:`run_policies` returns one :class:`PolicyRun` per name, in the order given, every
-  policy seeing the same :class:`~lattice.sim.trace.SimJob` list. Pure and deterministic;
-  ``wall_seconds`` is the only measured (non-deterministic) value. ``progress`` (optional)
-  hears (policy label, finished jobs, total jobs) as each simulation advances.
+  policy seeing the same :class:`~lattice.sim.trace.SimJob` list on the same ``cluster``
+  (default: :func:`~lattice.sim.cluster.homogeneous` ``capacity`` on nodes of
+  ``units_per_node``; given a cluster, ``capacity`` must be its total units). Pure and
+  deterministic; ``wall_seconds`` is the only measured (non-deterministic) value.
+  ``progress`` (optional) hears (policy label, finished jobs, total jobs) as each simulation
+  advances.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from lattice.scheduler.core import SchedulerConfig, Strategy
+from lattice.sim.cluster import ClusterModel, homogeneous
 from lattice.sim.engine import Allocator, SimResult, simulate
 from lattice.sim.metrics import Metrics, measure, no_queueing
-from lattice.sim.policies import FifoAllocator, GreedyAllocator, LatticeAllocator, make_nodes
+from lattice.sim.policies import FifoAllocator, GreedyAllocator, LatticeAllocator, PoolUnits
 from lattice.sim.trace import SimJob
 
 __all__ = ["ALL_POLICIES", "PREEMPT_RIGID", "PolicyRun", "expand_policies", "run_policies"]
@@ -68,19 +72,18 @@ def _check(name: str) -> None:
         raise ValueError(f"unknown policy {name!r} (known: {', '.join(ALL_POLICIES)})")
 
 
-def _allocator(
-    name: str, *, capacity: int, units_per_node: int, config: SchedulerConfig
-) -> Allocator:
+def _allocator(name: str, *, cluster: ClusterModel, config: SchedulerConfig) -> Allocator:
     if name == "fifo-backfill":
-        return FifoAllocator(capacity, backfill=True)
+        return FifoAllocator(PoolUnits(cluster.pool_units()), backfill=True)
     if name == "fifo-strict":
-        return FifoAllocator(capacity, backfill=False)
+        return FifoAllocator(PoolUnits(cluster.pool_units()), backfill=False)
     if name == "lattice-original":
-        return GreedyAllocator(capacity)
+        return GreedyAllocator(PoolUnits(cluster.pool_units()))
     if name.startswith("lattice:"):
         config = replace(config, strategy=Strategy(name.partition(":")[2]))
-    nodes = make_nodes(capacity, units_per_node)
-    return LatticeAllocator(nodes, config, preempt_rigid=name == PREEMPT_RIGID)
+    return LatticeAllocator(
+        cluster.nodes(), config, preempt_rigid=name == PREEMPT_RIGID, demand=cluster.demand
+    )
 
 
 def run_policies(
@@ -93,9 +96,14 @@ def run_policies(
     config: SchedulerConfig | None = None,
     timeline: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
+    cluster: ClusterModel | None = None,
 ) -> list[PolicyRun]:
     """Simulate every policy in ``policies`` on ``jobs`` (see the module docstring)."""
     config = config or SchedulerConfig()
+    if cluster is None:
+        cluster = homogeneous(capacity, units_per_node)
+    elif cluster.capacity != capacity:
+        raise ValueError(f"capacity {capacity} is not the cluster's {cluster.capacity} units")
     runs: list[PolicyRun] = []
     for name in expand_policies(policies):
         started = time.perf_counter()
@@ -111,9 +119,7 @@ def run_policies(
         label = name
         if name == "lattice":
             label = f"lattice ({config.strategy.value})"
-        allocator = _allocator(
-            name, capacity=capacity, units_per_node=units_per_node, config=config
-        )
+        allocator = _allocator(name, cluster=cluster, config=config)
         result = simulate(
             jobs,
             allocator,

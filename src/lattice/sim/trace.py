@@ -6,8 +6,11 @@ Contract:
     ``timestamp`` as ``YYYY-MM-DD HH:MM:SS`` (UTC) or seconds;
   - *generic CSV*: ``submit`` (seconds, or an ISO-8601 time), ``duration`` (seconds at the
     requested size), ``units`` (requested units), and optional ``id``, ``priority``, ``min``,
-    ``max``, ``speedup`` (a model spec, see :func:`lattice.sim.speedup.parse_speedup`) and
-    ``checkpoint`` (seconds between checkpoints).
+    ``max``, ``speedup`` (a model spec, see :func:`lattice.sim.speedup.parse_speedup`),
+    ``checkpoint`` (seconds between checkpoints), and where the job's pods may run: ``pool``
+    (a node selector ``pool=<value>``), ``selector`` (``k=v`` pairs, comma-separated; with
+    ``pool``, ``pool`` wins) and ``tolerations`` (``KEY[=VALUE][:EFFECT]``, comma-separated;
+    without a value the operator is ``Exists``).
   Rows come back sorted by submit time (stable), with submit times relative to the first one.
 - :func:`map_jobs` turns :class:`TraceJob` rows into :class:`SimJob` values under
   :class:`MappingOptions`: ``min = max(1, ceil(units * min_fraction))``, ``max =
@@ -17,7 +20,8 @@ Contract:
   all-reduce application per job (seeded). ``rigid_fraction`` makes that share of the jobs
   (a seeded draw of its own) rigid at their requested size (min = max = units), and
   ``checkpoint`` is every job's checkpoint interval in seconds (``None``: none; a trace's
-  optional ``checkpoint`` column wins). Pure except the file read.
+  optional ``checkpoint`` column wins). Selectors and tolerations pass through unchanged.
+  Pure except the file read.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ import csv
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lattice.primitives.times import parse_time
+from lattice.scheduler.core import Toleration
 from lattice.sim.speedup import AllReduce, SpeedupModel, parse_speedup
 
 __all__ = ["MappingOptions", "SimJob", "TraceJob", "map_jobs", "parse_priority_mix", "read_trace"]
@@ -48,6 +53,8 @@ class TraceJob:
     max_size: int | None = None
     speedup: str | None = None
     checkpoint: float | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +70,9 @@ class SimJob:
     priority: int
     model: SpeedupModel
     checkpoint: float | None = None
+    #: Where the job's pods may run (a ``nodeSelector`` and tolerations).
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
 
     @property
     def rigid(self) -> bool:
@@ -112,6 +122,32 @@ def _opt_float(row: Mapping[str, str | None], name: str) -> float | None:
     return float(raw) if raw not in (None, "") else None
 
 
+def _selector(row: Mapping[str, str | None], where: str) -> tuple[tuple[str, str], ...]:
+    pairs: dict[str, str] = {}
+    for part in (row.get("selector") or "").split(","):
+        if part.strip():
+            key, eq, value = part.strip().partition("=")
+            if not key or not eq:
+                raise ValueError(f"{where}: selector {part.strip()!r} must be KEY=VALUE")
+            pairs[key] = value
+    pool = (row.get("pool") or "").strip()
+    if pool:
+        pairs["pool"] = pool
+    return tuple(sorted(pairs.items()))
+
+
+def _tolerations(raw: str | None, where: str) -> tuple[Toleration, ...]:
+    out: list[Toleration] = []
+    for part in filter(None, (p.strip() for p in (raw or "").split(","))):
+        head, _, effect = part.partition(":")
+        key, eq, value = head.partition("=")
+        if not key or effect not in ("", "NoSchedule", "NoExecute", "PreferNoSchedule"):
+            raise ValueError(f"{where}: toleration {part!r} must be KEY[=VALUE][:EFFECT]")
+        operator = "Equal" if eq else "Exists"
+        out.append(Toleration(key=key, operator=operator, value=value, effect=effect))
+    return tuple(out)
+
+
 def read_trace(path: Path, *, cluster: str | None = None) -> list[TraceJob]:
     """Read a Philly-condensed or generic CSV trace (see the module docstring).
 
@@ -150,6 +186,8 @@ def read_trace(path: Path, *, cluster: str | None = None) -> list[TraceJob]:
                     max_size=_opt_int(r, "max"),
                     speedup=(r.get("speedup") or "").strip() or None,
                     checkpoint=_opt_float(r, "checkpoint"),
+                    node_selector=_selector(r, f"{path}: row {i + 1}"),
+                    tolerations=_tolerations(r.get("tolerations"), f"{path}: row {i + 1}"),
                 )
             if job.duration < 0 or job.units < 1:
                 raise ValueError(f"{path}: job {job.id}: need duration >= 0 and units >= 1")
@@ -158,20 +196,7 @@ def read_trace(path: Path, *, cluster: str | None = None) -> list[TraceJob]:
     if not rows:
         return rows
     first = rows[0].submit
-    return [
-        TraceJob(
-            id=j.id,
-            submit=j.submit - first,
-            duration=j.duration,
-            units=j.units,
-            priority=j.priority,
-            min_size=j.min_size,
-            max_size=j.max_size,
-            speedup=j.speedup,
-            checkpoint=j.checkpoint,
-        )
-        for j in rows
-    ]
+    return [replace(j, submit=j.submit - first) for j in rows]
 
 
 def parse_priority_mix(spec: str) -> tuple[tuple[int, float], ...]:
@@ -236,6 +261,8 @@ def map_jobs(
                 priority=row.priority if row.priority is not None else drawn,
                 model=model,
                 checkpoint=row.checkpoint if row.checkpoint is not None else options.checkpoint,
+                node_selector=row.node_selector,
+                tolerations=row.tolerations,
             )
         )
     return jobs
