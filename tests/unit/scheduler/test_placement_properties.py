@@ -64,7 +64,7 @@ def nodes(draw: st.DrawFn) -> tuple[NodeView, ...]:
 
 
 @st.composite
-def demands(draw: st.DrawFn) -> PodDemand:
+def demands(draw: st.DrawFn, *, exclusive: bool = False) -> PodDemand:
     gpus = draw(st.sampled_from([0, 1, 2, 4]))
     requests = resources(
         {
@@ -78,14 +78,17 @@ def demands(draw: st.DrawFn) -> PodDemand:
         requests=requests,
         constraint=draw(st.sampled_from(CONSTRAINTS)),
         units=gpus,
-        exclusive=draw(st.integers(0, 7)) == 0,
+        exclusive=exclusive,
     )
 
 
 @st.composite
 def jobs(draw: st.DrawFn, index: int) -> JobView:
-    fixed = tuple(draw(demands()) for _ in range(draw(st.integers(0, 2))))
-    replica = draw(demands())
+    # As the plugins make them: only a TrainingJob's workers in node mode take whole nodes,
+    # and such a job has no other pods.
+    whole = draw(st.integers(0, 5)) == 0
+    fixed = () if whole else tuple(draw(demands()) for _ in range(draw(st.integers(0, 2))))
+    replica = draw(demands(exclusive=whole))
     low = draw(st.integers(max(1, len(fixed)), len(fixed) + 3))
     high = draw(st.integers(low, low + 3))
     return JobView(
