@@ -192,5 +192,14 @@ class PodDemand:
 
     @staticmethod
     def of_units(units: int) -> PodDemand:
-        """A pod asking only for ``units`` of :data:`UNIT_RESOURCE`, anywhere."""
-        return PodDemand(requests=resources({UNIT_RESOURCE: units}), units=max(0, units))
+        """A pod asking only for ``units`` of :data:`UNIT_RESOURCE`, anywhere (one shared
+        value per count)."""
+        found = _OF_UNITS.get(units)
+        if found is None:
+            found = PodDemand(requests=resources({UNIT_RESOURCE: units}), units=max(0, units))
+            if len(_OF_UNITS) < 4096:
+                _OF_UNITS[units] = found
+        return found
+
+
+_OF_UNITS: dict[int, PodDemand] = {}

@@ -186,6 +186,92 @@ class Cluster:
             return False
         return self._room(i, d)
 
+    def place_on(self, node: str, d: PodDemand, exclude: frozenset[int] = frozenset()) -> bool:
+        """Place ``d`` on ``node`` if it fits there (constraint and exclusion included)."""
+        i = self.node_index.get(node)
+        if i is None or i in exclude or not self.fits_on(node, d):
+            return False
+        self._apply(i, d, 1)
+        return True
+
+    def may_use(self, node: str, d: PodDemand, exclude: frozenset[int] = frozenset()) -> bool:
+        """Whether ``d``'s constraint lets it use ``node`` (room aside)."""
+        i = self.node_index.get(node)
+        if i is None or i in exclude:
+            return False
+        if self._class_of[i] not in self._eligible_classes(d.constraint):
+            return False
+        allowed = self._allowed[d.constraint]
+        return allowed is None or i in allowed
+
+    def could_fit(
+        self,
+        demands: Sequence[PodDemand],
+        extra: Mapping[str, Sequence[PodDemand]],
+        exclude: frozenset[int] = frozenset(),
+    ) -> bool:
+        """A necessary condition for ``demands`` to fit once the pods ``extra`` (by node) are
+        released: the totals hold them, and each pod alone fits on some node with that node's
+        released pods added. Nothing changes."""
+        gain: dict[int, dict[int, int]] = {}
+        added: dict[int, int] = {}
+        for node, pods in extra.items():
+            i = self.node_index.get(node)
+            if i is None:
+                continue
+            row = gain.setdefault(i, {})
+            for d in pods:
+                for k, q in self._vector(d):
+                    if k >= 0:
+                        row[k] = row.get(k, 0) + q
+                        added[k] = added.get(k, 0) + q
+        need: dict[int, int] = {}
+        for d in demands:
+            for k, q in self._vector(d):
+                if k < 0:
+                    return False
+                need[k] = need.get(k, 0) + q
+        total = self.total
+        if any(total[k] + added.get(k, 0) < q for k, q in need.items()):
+            return False
+        for d in set(demands):
+            if self._best(d, exclude) is not None:
+                continue
+            vec = self._vector(d)
+            if not any(
+                i not in exclude
+                and self.may_use(self.names[i], d, exclude)
+                and not self.excl[i]
+                and all(self.free[i][k] + row.get(k, 0) >= q for k, q in vec)
+                for i, row in gain.items()
+            ):
+                return False
+        return True
+
+    def fits_somewhere(self, d: PodDemand, exclude: frozenset[int] = frozenset()) -> bool:
+        """Whether one pod ``d`` alone fits on some node now."""
+        return self._best(d, exclude) is not None
+
+    def fits_on_any(
+        self, nodes: Iterable[str], d: PodDemand, exclude: frozenset[int] = frozenset()
+    ) -> bool:
+        """Whether ``d`` alone fits on one of ``nodes`` now."""
+        index = self.node_index
+        return any(
+            n in index and index[n] not in exclude and self.fits_on(n, d) for n in nodes if n
+        )
+
+    def covers(self, demands: Iterable[PodDemand]) -> bool:
+        """Whether the free totals hold the sum of ``demands`` (a necessary condition)."""
+        need: dict[int, int] = {}
+        for d in demands:
+            for k, q in self._vector(d):
+                if k < 0:
+                    return False
+                need[k] = need.get(k, 0) + q
+        total = self.total
+        return all(total[k] >= q for k, q in need.items())
+
     def _room(self, i: int, d: PodDemand) -> bool:
         if self.excl[i] or (d.exclusive and self.count[i]):
             return False
@@ -232,13 +318,15 @@ class Cluster:
         allowed = self._allowed[d.constraint]
         best: tuple[tuple[int, ...], int] | None = None
         exclusive = d.exclusive
+        k0, q0 = vec[0] if vec else (-1, 0)
+        rest = vec[1:]
         for cid in classes:
             for (free, state), nodes in self._buckets[cid].items():
-                if state == 2 or (exclusive and state == 1):
-                    continue
-                if any(free[k] < q for k, q in vec):
+                if (k0 >= 0 and free[k0] < q0) or state == 2 or (exclusive and state == 1):
                     continue
                 if best is not None and free > best[0]:
+                    continue
+                if rest and any(free[k] < q for k, q in rest):
                     continue
                 pick = _first(nodes, exclude, allowed)
                 if pick is not None and (best is None or (free, pick) < best):

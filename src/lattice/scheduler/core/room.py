@@ -20,7 +20,6 @@ Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from itertools import chain
 
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import OrderKey, aged_growth_cap, is_protected
@@ -160,6 +159,18 @@ class Holders:
                 yield h
 
 
+def _pods_by_node(steps: Sequence[tuple[JobState, int]]) -> dict[str, list[PodDemand]]:
+    """The demands of the pods ``steps`` would release, by node."""
+    out: dict[str, list[PodDemand]] = {}
+    for h, start in steps:
+        v = h.view
+        for i in range(start, len(h.placed)):
+            node = h.placed[i]
+            if node:
+                out.setdefault(node, []).append(v.pod_demand(i))
+    return out
+
+
 def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool = True) -> bool:
     """Preempt for the missing minimum of ``s`` (see the contract); without ``minimums``
     only growth is taken."""
@@ -171,15 +182,30 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     key = s.key
     if key is None:
         return False
-    steps = chain(
-        ((h, growth_floor(h)) for h in holders.growth() if h is not s),
-        ((h, 0) for h in holders.later(key, v.priority) if h is not s and minimums),
-    )
+    steps = [(h, growth_floor(h)) for h in holders.growth() if h is not s]
+    if minimums:
+        steps += [(h, 0) for h in holders.later(key, v.priority) if h is not s]
+    if not cluster.could_fit(demands, _pods_by_node(steps), s.exclude):
+        return False
     released: list[tuple[JobState, int, list[str]]] = []
+    # Pods of the gang that fit nowhere alone: releases only add room, and only on the nodes
+    # they touch, so until each of them fits on a touched node the gang cannot fit.
+    blocked = {d for d in set(demands) if not cluster.fits_somewhere(d, s.exclude)}
     for h, start in steps:
         if len(h.placed) <= start:
             continue
-        released.append((h, start, release_from(h, cluster, start)))
+        if blocked and not any(
+            cluster.may_use(n, d, s.exclude) for n in set(h.placed[start:]) for d in blocked
+        ):
+            continue  # nothing it holds is where the blocked pods may go
+        touched = release_from(h, cluster, start)
+        released.append((h, start, touched))
+        if blocked:
+            blocked = {d for d in blocked if not cluster.fits_on_any(touched, d, s.exclude)}
+            if blocked:
+                continue
+        if not cluster.covers(demands):
+            continue
         nodes = cluster.place_all(demands, s.exclude)
         if nodes is None:
             continue

@@ -196,17 +196,27 @@ def _take_growth(
     released = [] if released is None else released
     if holders is None:
         return None
-    for h in list(holders.growth_after(key)):
+    later = [h for h in holders.growth_after(key) if h is not s]
+    extra: dict[str, list[PodDemand]] = {}
+    for h in later:
+        for i in range(growth_floor(h), len(h.placed)):
+            if h.placed[i]:
+                extra.setdefault(h.placed[i], []).append(h.view.pod_demand(i))
+    if not free.could_fit((d,), extra, s.exclude):
+        return None
+    for h in later:
         if h is s:
             continue
         floor = growth_floor(h)
+        if not any(free.may_use(n, d, s.exclude) for n in set(h.placed[floor:])):
+            continue  # none of its growth is where ``d`` may go
         while len(h.placed) > floor:
             i = len(h.placed) - 1
             node = release_from(h, free, i)[0]
             released.append((h, i, node))
-            found = free.place(d, s.exclude)
-            if found is not None:
-                return found
+            # Nothing fitted before this release: only its node can hold ``d`` now.
+            if node and free.place_on(node, d, s.exclude):
+                return node
     if not keep:
         _put_back(released, free)
     return None
