@@ -161,7 +161,6 @@ class _Pass:
         # Gangs that found no room (placing or preempting) at a release generation: they
         # cannot find any until something is released again.
         self.failed: dict[_Memo, int] = {}
-        self.gen = 0
         self.holding: list[JobState] = []
         self.holders = Holders(())
         self.explained: dict[_Memo, str] = {}
@@ -230,7 +229,7 @@ class _Pass:
             self.heap, self.free = list(heap), free.copy()
             self.ordered, self.left, self.admitted_entries, self.from_entries = [], [], [], []
             self.blocker, self.waiting = None, 0
-            self.failed, self.gen = {}, self.gen + 1
+            self.failed = {}
             for s in self.candidate_states:
                 s.placed, s.victim = [], False
             for s, placed in saved:
@@ -260,7 +259,7 @@ class _Pass:
                         # Stopped: it ranks as a job holding nothing (criterion 4), as it
                         # will in the next pass, so it waits (and blocks) from there.
                         release_from(x, free, 0)
-                        self.gen += 1
+                        self.holders.gen += 1
                         x.key = (*key[:3], NOT_RUNNING, *key[4:])
                         heapq.heappush(heap, ((*key[:3], NOT_RUNNING, *key[4:]), x))
                         continue
@@ -292,17 +291,15 @@ class _Pass:
         """Place the missing minimum of ``s``, preempting if need be (remembering failures)."""
         size = s.view.min_size
         memo = (shape, s.exclude) if not s.placed else None
-        if memo is not None and self.failed.get(memo) == self.gen:
+        if memo is not None and self.failed.get(memo) == self.holders.gen:
             return False
         if place_missing(s, self.free, size):
             return True
-        # A job stopped in this pass to make room stops no other job: it will rank as a job
-        # holding nothing (rule 2), and one restart is better than two. Growth it may take.
-        if make_room(s, self.holders, self.free, minimums=not s.victim):
-            self.gen += 1
+        if make_room(s, self.holders, self.free):
+            self.holders.gen += 1
             return True
         if memo is not None:
-            self.failed[memo] = self.gen
+            self.failed[memo] = self.holders.gen
         return False
 
     def _wait_state(self, s: JobState) -> None:
@@ -321,7 +318,7 @@ class _Pass:
             free_at = self.free.unit_free()
             memo = (e.shape, _NONE)
             s = None
-            if self.failed.get(memo) != self.gen:
+            if self.failed.get(memo) != self.holders.gen:
                 s = _from_entry(e, key)
                 if not self._place(s, e.shape):
                     s = None

@@ -212,7 +212,7 @@ class Cluster:
     ) -> bool:
         """A necessary condition for ``demands`` to fit once the pods ``extra`` (by node) are
         released: the totals hold them, and each pod alone fits on some node with that node's
-        released pods added. Nothing changes."""
+        released pods added (exclusivity aside: releasing may end it). Nothing changes."""
         gain: dict[int, dict[int, int]] = {}
         added: dict[int, int] = {}
         for node, pods in extra.items():
@@ -241,7 +241,6 @@ class Cluster:
             if not any(
                 i not in exclude
                 and self.may_use(self.names[i], d, exclude)
-                and not self.excl[i]
                 and all(self.free[i][k] + row.get(k, 0) >= q for k, q in vec)
                 for i, row in gain.items()
             ):

@@ -125,11 +125,16 @@ class Holders:
     """The jobs holding reserved pods at the start of a pass, in scheduling order, and those
     of them holding growth (pruned as their growth is released)."""
 
-    __slots__ = ("all", "growers")
+    __slots__ = ("all", "gen", "growers", "no_room")
 
     def __init__(self, states: Sequence[JobState]) -> None:
         self.all = list(states)
         self.growers = [h for h in self.all if len(h.placed) > h.view.min_size]
+        # Replicas that found no room even taking later jobs' growth, with the release
+        # generation then: while nothing is released, a later job's replica finds none either
+        # (it may take less growth: only that of jobs later than itself).
+        self.no_room: dict[tuple[PodDemand, frozenset[int]], int] = {}
+        self.gen = 0
 
     def growth(self) -> list[JobState]:
         """Holders with growth above their floor now, latest in order first."""
@@ -182,9 +187,16 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     key = s.key
     if key is None:
         return False
-    steps = [(h, growth_floor(h)) for h in holders.growth() if h is not s]
+    distinct = set(demands)
+
+    def useful(h: JobState, start: int) -> bool:
+        """Whether ``h`` holds a pod at ``start`` or above where a pod of ``s`` may go."""
+        nodes = set(h.placed[start:])
+        return any(cluster.may_use(n, d, s.exclude) for n in nodes if n for d in distinct)
+
+    steps = [(h, f) for h in holders.growth() if h is not s and useful(h, f := growth_floor(h))]
     if minimums:
-        steps += [(h, 0) for h in holders.later(key, v.priority) if h is not s]
+        steps += [(h, 0) for h in holders.later(key, v.priority) if h is not s and useful(h, 0)]
     if not cluster.could_fit(demands, _pods_by_node(steps), s.exclude):
         return False
     released: list[tuple[JobState, int, list[str]]] = []

@@ -103,6 +103,8 @@ def grow(
 ) -> None:
     """Rules 4 and 6: grow admitted jobs toward their target, in order (aged jobs from the
     size their admission gave them)."""
+    if holders is not None:
+        holders.no_room = {}  # the walk's memo was for its order: this walk starts again
     for s in ordered:
         if s.admitted:
             grow_one(s, free=free, now=now, config=config, holders=holders)
@@ -140,9 +142,13 @@ def grow_one(
         size += 1
     if size < len(placed):
         release_from(s, free, size)
+        if holders is not None:
+            holders.gen += 1
     if size > target and up_to is None:  # early growth never gives up what is held
         release_from(s, free, target)
         size = target
+        if holders is not None:
+            holders.gen += 1
     while size < target:
         d = v.pod_demand(size)
         node = free.place(d, s.exclude) or _take_growth(s, d, free=free, holders=holders)
@@ -196,29 +202,39 @@ def _take_growth(
     released = [] if released is None else released
     if holders is None:
         return None
-    later = [h for h in holders.growth_after(key) if h is not s]
+    memo = (d, s.exclude)
+    if not keep and holders.no_room.get(memo) == holders.gen:
+        return None
+    later = [
+        h
+        for h in holders.growth_after(key)
+        if h is not s
+        and any(free.may_use(n, d, s.exclude) for n in set(h.placed[growth_floor(h) :]))
+    ]
     extra: dict[str, list[PodDemand]] = {}
     for h in later:
         for i in range(growth_floor(h), len(h.placed)):
             if h.placed[i]:
                 extra.setdefault(h.placed[i], []).append(h.view.pod_demand(i))
     if not free.could_fit((d,), extra, s.exclude):
+        holders.no_room[memo] = holders.gen
         return None
     for h in later:
         if h is s:
             continue
         floor = growth_floor(h)
-        if not any(free.may_use(n, d, s.exclude) for n in set(h.placed[floor:])):
-            continue  # none of its growth is where ``d`` may go
         while len(h.placed) > floor:
             i = len(h.placed) - 1
             node = release_from(h, free, i)[0]
             released.append((h, i, node))
             # Nothing fitted before this release: only its node can hold ``d`` now.
             if node and free.place_on(node, d, s.exclude):
+                if not keep:
+                    holders.gen += 1
                 return node
     if not keep:
         _put_back(released, free)
+        holders.no_room[memo] = holders.gen
     return None
 
 
