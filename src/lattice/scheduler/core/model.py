@@ -30,7 +30,7 @@ Contract (pure values, standard library only; kube-scheduler's semantics, restat
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = [
     "ANY",
@@ -147,14 +147,6 @@ class Constraint:
     node_selector: tuple[tuple[str, str], ...] = ()
     terms: tuple[tuple[Requirement, ...], ...] | None = None
     tolerations: tuple[Toleration, ...] = ()
-    # The hash, computed once: a pass looks constraints up in dicts many times.
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((self.node_selector, self.terms, self.tolerations)))
-
-    def __hash__(self) -> int:
-        return self._hash
 
     def admits(self, *, name: str, labels: Mapping[str, str], taints: Iterable[Taint] = ()) -> bool:
         """Whether a node (``name``, ``labels``, ``taints``) may run the pod."""
@@ -197,15 +189,6 @@ class PodDemand:
     constraint: Constraint = ANY
     units: int = 0
     exclusive: bool = False
-    _hash: int = field(default=0, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "_hash", hash((self.requests, self.constraint, self.units, self.exclusive))
-        )
-
-    def __hash__(self) -> int:
-        return self._hash
 
     @staticmethod
     def of_units(units: int) -> PodDemand:

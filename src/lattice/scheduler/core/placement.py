@@ -28,7 +28,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 
-from lattice.scheduler.core.model import UNIT_RESOURCE, Constraint, PodDemand, Taint
+from lattice.scheduler.core.model import UNIT_RESOURCE, Constraint, PodDemand
+from lattice.scheduler.core.placement_text import fmt_quantity, no_match, nodes_text
 from lattice.scheduler.core.types import NodeView
 
 __all__ = ["Cluster", "fit_order"]
@@ -59,6 +60,7 @@ class Cluster:
         "_class_of",
         "_classes",
         "_eligible",
+        "_ids",
         "_index",
         "_reaches",
         "_vectors",
@@ -108,8 +110,9 @@ class Cluster:
             self._buckets[self._class_of[i]].setdefault(self._key(i), []).append(i)
         self._eligible: dict[Constraint, tuple[int, ...]] = {}
         self._allowed: dict[Constraint, frozenset[int] | None] = {}
-        self._vectors: dict[PodDemand, tuple[tuple[int, int], ...]] = {}
+        self._vectors: dict[int, tuple[PodDemand, tuple[tuple[int, int], ...]]] = {}
         self._reaches: dict[Constraint, int] = {}
+        self._ids: dict[int, tuple[Constraint, tuple[int, ...], frozenset[int] | None]] = {}
 
     # ------------------------------------------------------------------ state
 
@@ -122,7 +125,7 @@ class Cluster:
         clone._classes, clone._class_of = self._classes, self._class_of
         clone._buckets = [{k: list(v) for k, v in b.items()} for b in self._buckets]
         clone._eligible, clone._allowed = self._eligible, self._allowed
-        clone._vectors, clone._reaches = self._vectors, self._reaches
+        clone._vectors, clone._reaches, clone._ids = self._vectors, self._reaches, self._ids
         return clone
 
     def _key(self, i: int) -> _Key:
@@ -131,14 +134,15 @@ class Cluster:
 
     def _vector(self, d: PodDemand) -> tuple[tuple[int, int], ...]:
         """The demand's non-zero requests as (resource index, quantity), in fit order."""
-        vec = self._vectors.get(d)
-        if vec is None:
-            index = self._index
-            found = [(index[n], q) for n, q in d.requests if q > 0 and n in index]
-            missing = any(q > 0 and n not in index for n, q in d.requests)
-            if missing:  # a resource no node has: never fits
-                found.append((-1, 1))
-            vec = self._vectors[d] = tuple(sorted(found))
+        hit = self._vectors.get(id(d))
+        if hit is not None and hit[0] is d:
+            return hit[1]
+        index = self._index
+        found = [(index[n], q) for n, q in d.requests if q > 0 and n in index]
+        if any(q > 0 and n not in index for n, q in d.requests):
+            found.append((-1, 1))  # a resource no node has: never fits
+        vec = tuple(sorted(found))
+        self._vectors[id(d)] = (d, vec)  # by identity: hashing a demand costs more
         return vec
 
     def _apply(self, i: int, d: PodDemand, sign: int) -> None:
@@ -181,7 +185,7 @@ class Cluster:
         c = self._class_of[i]
         if c not in self._eligible_classes(d.constraint):
             return False
-        allowed = self._allowed.get(d.constraint)
+        allowed = self._allowed_of(d.constraint)
         if allowed is not None and i not in allowed:
             return False
         return self._room(i, d)
@@ -201,7 +205,7 @@ class Cluster:
             return False
         if self._class_of[i] not in self._eligible_classes(d.constraint):
             return False
-        allowed = self._allowed[d.constraint]
+        allowed = self._allowed_of(d.constraint)
         return allowed is None or i in allowed
 
     def could_fit(
@@ -280,6 +284,23 @@ class Cluster:
     # ------------------------------------------------------------------ search
 
     def _eligible_classes(self, c: Constraint) -> tuple[int, ...]:
+        return self._info(c)[0]
+
+    def _allowed_of(self, c: Constraint) -> frozenset[int] | None:
+        return self._info(c)[1]
+
+    def _info(self, c: Constraint) -> tuple[tuple[int, ...], frozenset[int] | None]:
+        """The classes (and, for ``matchFields``, the nodes) ``c`` admits; memoised by
+        identity first (hashing a constraint costs more than the lookup), then by value."""
+        hit = self._ids.get(id(c))
+        if hit is not None and hit[0] is c:
+            return hit[1], hit[2]
+        found = self._value_classes(c)
+        allowed = self._allowed[c]
+        self._ids[id(c)] = (c, found, allowed)
+        return found, allowed
+
+    def _value_classes(self, c: Constraint) -> tuple[int, ...]:
         found = self._eligible.get(c)
         if found is None:
             fields = c.terms is not None and any(r.field for t in c.terms for r in t)
@@ -314,7 +335,7 @@ class Cluster:
         if any(total[k] < q for k, q in vec):
             return None
         classes = self._eligible_classes(d.constraint)
-        allowed = self._allowed[d.constraint]
+        allowed = self._allowed_of(d.constraint)
         best: tuple[tuple[int, ...], int] | None = None
         exclusive = d.exclusive
         k0, q0 = vec[0] if vec else (-1, 0)
@@ -384,7 +405,7 @@ class Cluster:
         found = self._reaches.get(c)
         if found is None:
             classes = set(self._eligible_classes(c))
-            allowed = self._allowed[c]
+            allowed = self._allowed_of(c)
             if allowed is not None:
                 found = len(allowed)
             else:
@@ -407,16 +428,16 @@ class Cluster:
         vec = self._vector(d)
         if vec and vec[0][0] < 0:
             names = [n for n, q in d.requests if q > 0 and n not in self._index]
-            return f"no node has {_fmt(names[0], 1)}"
+            return f"no node has {fmt_quantity(names[0], 1)}"
         classes = set(self._eligible_classes(d.constraint))
-        allowed = self._allowed.get(d.constraint)
+        allowed = self._allowed_of(d.constraint)
         nodes = [
             i
             for i, c in enumerate(self._class_of)
             if c in classes and i not in exclude and (allowed is None or i in allowed)
         ]
         if not nodes:
-            return _no_match(d.constraint, self._classes)
+            return no_match(d.constraint, self._classes)
         if d.exclusive:
             free = [i for i in nodes if not self.count[i] and not self.excl[i]]
             if not free:
@@ -428,16 +449,13 @@ class Cluster:
             largest = max((self.free[i][k] for i in nodes), default=0)
             if largest < q:
                 name = self.resources[k]
-                most = _fmt(name, max(0, largest), bare=True)
+                most = fmt_quantity(name, max(0, largest), bare=True)
                 return (
-                    f"no node {matching} has {_fmt(name, q)} free "
-                    f"({_nodes(len(nodes))} match; largest free {most})"
+                    f"no node {matching} has {fmt_quantity(name, q)} free "
+                    f"({nodes_text(len(nodes))} match; largest free {most})"
                 )
-        parts = ", ".join(_fmt(self.resources[k], q) for k, q in vec)
-        return f"no node {matching} has room for a pod of {parts} ({_nodes(len(nodes))} match)"
-
-    def node_count(self) -> int:
-        return len(self.names)
+        parts = ", ".join(fmt_quantity(self.resources[k], q) for k, q in vec)
+        return f"no node {matching} has room for a pod of {parts} ({nodes_text(len(nodes))} match)"
 
     def unit_free(self) -> int:
         """Free :data:`UNIT_RESOURCE` in total (0 when the model has none)."""
@@ -452,43 +470,3 @@ def _first(nodes: list[int], exclude: frozenset[int], allowed: frozenset[int] | 
         if i not in exclude and (allowed is None or i in allowed):
             return i
     return None
-
-
-def _nodes(n: int) -> str:
-    return "1 node" if n == 1 else f"{n} nodes"
-
-
-def _fmt(name: str, q: int, *, bare: bool = False) -> str:
-    if name == "cpu":
-        value = f"{q // 1000}" if q % 1000 == 0 else f"{q}m"
-    elif name in ("memory", "ephemeral-storage") and q >= 1 << 20 and q % (1 << 20) == 0:
-        value = f"{q >> 30}Gi" if q % (1 << 30) == 0 else f"{q >> 20}Mi"
-    else:
-        value = str(q)
-    return value if bare else f"{value} {name}"
-
-
-def _no_match(c: Constraint, classes: Sequence[NodeView]) -> str:
-    where = c.describe()
-    selector = Constraint(node_selector=c.node_selector, terms=c.terms)
-    ready = [n for n in classes if n.schedulable]
-    labelled = [
-        n for n in ready if selector.admits(name=n.name, labels=_labels(n.labels), taints=())
-    ]
-    if where and not labelled:
-        return f"no schedulable node matches {where}"
-    if labelled:
-        taints = sorted({_taint(t) for n in labelled for t in n.taints})
-        matching = f" matching {where}" if where else ""
-        return (
-            f"every node{matching} has a taint the pod does not tolerate ({', '.join(taints[:3])})"
-        )
-    return "no schedulable node"
-
-
-def _taint(t: Taint) -> str:
-    return f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-
-
-def _labels(pairs: tuple[tuple[str, str], ...]) -> Mapping[str, str]:
-    return dict(pairs)
