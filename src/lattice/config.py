@@ -76,15 +76,40 @@ class Settings(BaseModel):
     pod_name: str = Field("", description="this pod's name (leader identity, event source)")
     pod_namespace: str = Field("", description="this pod's namespace")
     # --- scheduling (seed names kept)
-    scheduling_unit: str = Field("node", description="`node` or an extended resource name")
+    scheduling_unit: str = Field(
+        "node",
+        description=(
+            "the unit in which attained service, events and kubectl columns are expressed: "
+            "`node` or a resource name such as `nvidia.com/gpu`. Pods are always placed by "
+            "their effective requests, whatever the unit. `node`: a TrainingJob worker takes a "
+            "whole node (one worker per node, no other Lattice pod beside it) and counts 1; a "
+            "worker of any other kind counts 1 and an auxiliary pod (MPI launcher, MXNet "
+            "scheduler or server, initializer) 0, each placed by its requests. A resource name: "
+            "each pod counts its request of that resource (possibly 0) and no pod takes a whole "
+            "node. `node` stays the default: it keeps the seed's TrainingJob semantics and lets "
+            "the upstream examples of every kind run unchanged side by side on an ordinary GPU "
+            "or CPU cluster, where a GPU unit would count every CPU-only pod as 0"
+        ),
+    )
     node_selector_path: str | None = Field(
-        None, description="file of key=value node-selector lines"
+        None,
+        description=(
+            "file of key=value node-selector lines, merged into every Lattice pod's nodeSelector "
+            "(on a key both set, the file wins) and into the scheduler's constraint for it"
+        ),
     )
     queueing_strategy: Literal["StrictFIFO", "BestEffortFIFO", "LeastAttainedService"] = Field(
         "LeastAttainedService", description="scheduler admission strategy"
     )
     resize_interval: float = Field(30.0, ge=0, description="minimum time between growths of a job")
-    pending_timeout: float = Field(300.0, gt=0, description="pods pending this long requeue a job")
+    pending_timeout: float = Field(
+        300.0,
+        gt=0,
+        description=(
+            "a running job whose pod kube-scheduler has reported Unschedulable this long is "
+            "requeued (image pulls and container creation do not count)"
+        ),
+    )
     cooldown_base: float = Field(60.0, gt=0, description="first requeue cooldown")
     cooldown_max: float = Field(10800.0, gt=0, description="cap of the exponential cooldown")
     slowdown_limit: float = Field(

@@ -270,6 +270,21 @@ def test_verdicts_per_stage() -> None:
     )
     never = "needs 9 units; the cluster has 8"
     assert "cannot start as is" in verdict(row("a", stage="Waiting", last_decision=never), NOW)
+    empty = (
+        "cannot be placed even on an empty cluster: no node matching pool=a has 8 nvidia.com/gpu"
+        " free (2 nodes match; largest free 4)"
+    )
+    unplaceable = verdict(row("a", stage="Waiting", position=1, last_decision=empty), NOW)
+    assert unplaceable == (
+        f"Waiting at position 1; last decision: {empty}. No node could take its pods even with no"
+        " other Lattice job running: change its requests, node selectors or tolerations, or add"
+        " matching nodes."
+    )
+    pool = "Waiting at position 1: no node matching pool=a has 4 nvidia.com/gpu free (2 nodes"
+    pool += " match; largest free 0)"
+    assert verdict(row("a", stage="Waiting", last_decision=pool), NOW) == (
+        f"{pool}. It starts when running jobs finish, shrink or are preempted."
+    )
     assert "suspended" in verdict(row("a", stage="Waiting", last_decision="Suspended"), NOW)
     cool = verdict(row("a", stage="RequeueCooldown", cooldown_time=cooldown, requeue_count=2), NOW)
     assert "requeued (2 time(s))" in cool

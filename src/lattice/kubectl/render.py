@@ -84,6 +84,11 @@ _FAR_PAST = datetime.min.replace(tzinfo=UTC)
 #: What a waiting job's ``lastDecision`` (the scheduler core's wording) means for its user.
 _WAITING_HINTS = (
     ("(StrictFIFO)", ". StrictFIFO admits no job past the first one that does not fit."),
+    (
+        "cannot be placed even on an empty cluster",
+        ". No node could take its pods even with no other Lattice job running: change its"
+        " requests, node selectors or tolerations, or add matching nodes.",
+    ),
     ("; the cluster has", ". Its minimum exceeds all eligible capacity: it cannot start as is."),
     ("fragmented across nodes", ". The free units are on nodes where its pods do not fit."),
     (" free", ". It starts when running jobs finish, shrink or are preempted."),
