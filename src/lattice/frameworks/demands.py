@@ -34,6 +34,7 @@ from typing import Any
 
 from lattice.frameworks.base import InvalidJob, OperatorContext, Problem
 from lattice.frameworks.units import quantity_problems
+from lattice.primitives.binding import extended_tolerations
 from lattice.primitives.requests import pod_requests
 from lattice.scheduler.core.model import (
     Constraint,
@@ -193,10 +194,15 @@ def _is_int(text: str) -> bool:
 def _read(spec: Mapping[str, Any], ctx: OperatorContext, field: str) -> tuple[Constraint, _Reader]:
     reader = _Reader(field)
     selector = {**reader.selector(spec.get("nodeSelector")), **dict(ctx.node_selector)}
+    tolerations = reader.tolerations(spec.get("tolerations"))
+    # The pod will carry these too (the admission plugin adds them; binding does as well).
+    tolerations += tuple(
+        Toleration(t["key"], t["operator"], "", t["effect"]) for t in extended_tolerations(spec)
+    )
     constraint = Constraint(
         node_selector=tuple(sorted(selector.items())),
         terms=reader.terms(spec.get("affinity")),
-        tolerations=reader.tolerations(spec.get("tolerations")),
+        tolerations=tolerations,
     )
     return constraint, reader
 

@@ -14,6 +14,12 @@ Contract (pure; inputs are never mutated, outputs share nothing mutable with the
   (kube-scheduler's rule) and is left as it is, so binding never widens what a term allows.
   With no term at all, one term holding the requirement is added. The rest of the affinity
   (preferred terms, pod (anti-)affinity) is kept. Binding twice to the same node adds nothing.
+- ``extended_tolerations(spec)``: what the ExtendedResourceToleration admission plugin adds to
+  a pod: for each extended resource the pod requests (a name with a ``/`` outside the
+  ``kubernetes.io`` domain, and not ``requests.*``), an ``Exists`` toleration of that key with
+  effect ``NoSchedule``, unless one equal is already there. ``bind_spec`` adds them too, so
+  that the pod tolerates what the scheduler counted whether or not the plugin is enabled
+  (GPU pools are commonly tainted ``nvidia.com/gpu=present:NoSchedule``).
 - ``bound_node(spec)``: the node a spec is bound to (the single value of the first
   ``matchFields`` requirement ``metadata.name In [...]`` of its required terms), or None.
 """
@@ -24,7 +30,16 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["NODE_NAME_FIELD", "bind_spec", "bound_node", "node_requirement"]
+from lattice.primitives.requests import pod_requests
+
+__all__ = [
+    "NODE_NAME_FIELD",
+    "bind_spec",
+    "bound_node",
+    "extended_tolerations",
+    "is_extended_resource",
+    "node_requirement",
+]
 
 Obj = dict[str, Any]
 
@@ -85,6 +100,34 @@ def bind_spec(spec: Mapping[str, Any], node: str) -> Obj:
     node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
     affinity["nodeAffinity"] = node_affinity
     out["affinity"] = affinity
+    added = extended_tolerations(out)
+    if added:
+        out["tolerations"] = [*(out.get("tolerations") or ()), *added]
+    return out
+
+
+def is_extended_resource(name: str) -> bool:
+    """Kubernetes' ``IsExtendedResourceName``: domain-qualified, not ``kubernetes.io``."""
+    if "/" not in name or name.startswith("requests."):
+        return False
+    domain = name.split("/", 1)[0]
+    return domain != "kubernetes.io" and not domain.endswith(".kubernetes.io")
+
+
+def extended_tolerations(spec: Mapping[str, Any]) -> list[Obj]:
+    """The tolerations the ExtendedResourceToleration plugin would add to ``spec``."""
+    have = [t for t in spec.get("tolerations") or () if isinstance(t, Mapping)]
+    out: list[Obj] = []
+    try:
+        requested = dict(pod_requests(spec))
+    except (TypeError, ValueError, AttributeError):
+        return out
+    for name in sorted(requested):
+        if requested[name] <= 0 or not is_extended_resource(name):
+            continue
+        toleration = {"key": name, "operator": "Exists", "effect": "NoSchedule"}
+        if toleration not in have:
+            out.append(toleration)
     return out
 
 

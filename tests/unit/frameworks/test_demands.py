@@ -37,6 +37,13 @@ def test_selector_merges_with_the_operators_and_the_operator_wins() -> None:
     constraint = pod_constraint(spec(nodeSelector={"pool": "b", "zone": "z"}), ctx)
     assert constraint.node_selector == (("pool", "a"), ("zone", "z"))
     assert constraint.terms is None
+    # The pod asks for GPUs: it tolerates their taint, as the ExtendedResourceToleration
+    # admission plugin (and Lattice's binding) makes it.
+    assert constraint.tolerations == (Toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"),)
+
+
+def test_a_pod_without_extended_resources_gets_no_added_toleration() -> None:
+    constraint = pod_constraint({"containers": [{"name": "c"}]}, OperatorContext())
     assert constraint.tolerations == ()
 
 
