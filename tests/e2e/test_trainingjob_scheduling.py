@@ -190,35 +190,67 @@ def test_finished_job_completes_and_frees_capacity(
         wait_for(lambda: world.pod_names("short"), lambda p: p == [], what="cleanPodPolicy All")
 
 
-def test_unplaceable_pods_requeue_with_cooldown(
+def test_a_job_no_node_matches_waits_with_no_pod_and_says_why(
     crds_installed: Cluster, namespace: str, pool: Pool, operator: Any
 ) -> None:
     pool.add(count=1, gpus=4)
-    op: OperatorProcess = operator(
-        f"--scheduling-unit={GPU}",
-        "--resize-interval=0",
-        "--pending-timeout=3",
-        "--cooldown-base=2",
-    )
+    op: OperatorProcess = operator(f"--scheduling-unit={GPU}", "--resize-interval=0")
     world = World(crds_installed, namespace)
     with explained(op):
         world.apply(
             trainingjob("stuck", min_size=1, max_size=2, node_selector={"no-such-node": "x"})
         )
+        waiting = wait_for(
+            lambda: dict(world.jobs()["stuck"].get("status") or {}),
+            lambda s: "no-such-node=x" in str(s.get("lastDecision")),
+            timeout=STEP_TIMEOUT,
+            what="stuck waits, naming the selector no node matches",
+        )
+        assert waiting["stage"] == "Waiting"
+        assert waiting["currentSize"] == 0
+        assert world.pod_names("stuck") == []
+
+
+def test_pods_kube_scheduler_refuses_requeue_the_job_with_cooldown(
+    crds_installed: Cluster, namespace: str, pool: Pool, operator: Any
+) -> None:
+    """A constraint the scheduler does not model (a required pod anti-affinity between the
+    job's own pods) makes kube-scheduler refuse a placed pod: with no other node, the job is
+    requeued with backoff at once, not after the pending timeout, and queued again later."""
+    pool.add(count=1, gpus=4)
+    op: OperatorProcess = operator(
+        f"--scheduling-unit={GPU}",
+        "--resize-interval=0",
+        "--pending-timeout=600",
+        "--cooldown-base=2",
+    )
+    world = World(crds_installed, namespace)
+    apart = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"training.kubeflow.org/job-name": "apart"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    with explained(op):
+        world.apply(trainingjob("apart", min_size=2, max_size=2, affinity=apart))
 
         def status() -> dict[str, Any]:
-            return dict(world.jobs()["stuck"].get("status") or {})
+            return dict(world.jobs()["apart"].get("status") or {})
 
         first = wait_for(
             status,
             lambda s: s.get("stage") == "RequeueCooldown",
             timeout=STEP_TIMEOUT,
-            what="stuck goes to RequeueCooldown",
+            what="apart goes to RequeueCooldown",
         )
         assert first["currentSize"] == 0
-        assert first.get("requeueCount") == 1
-        assert first.get("cooldownTime")
-        wait_for(lambda: world.pod_names("stuck"), lambda p: p == [], what="pods released")
+        assert first.get("requeueCount", 0) >= 1
+        assert "refused" in str(first.get("lastDecision"))
+        wait_for(lambda: world.pod_names("apart"), lambda p: p == [], what="pods released")
         back = wait_for(
             status,
             lambda s: (
@@ -226,6 +258,6 @@ def test_unplaceable_pods_requeue_with_cooldown(
                 and s.get("queuedTime") != first.get("queuedTime")
             ),
             timeout=STEP_TIMEOUT,
-            what="stuck is queued again after its cooldown",
+            what="apart is queued again after its cooldown",
         )
         assert back.get("queuedTime", "") >= first["cooldownTime"]

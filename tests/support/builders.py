@@ -37,6 +37,7 @@ def trainingjob(
     annotations: Mapping[str, str] | None = None,
     pod_annotations: Mapping[str, str] | None = None,
     node_selector: Mapping[str, str] | None = None,
+    affinity: Mapping[str, Any] | None = None,
 ) -> Obj:
     """A TrainingJob manifest (see the module docstring); ``annotations`` go on the job,
     ``pod_annotations`` on its pod template."""
@@ -53,6 +54,8 @@ def trainingjob(
     }
     if node_selector:
         pod_spec["nodeSelector"] = dict(node_selector)
+    if affinity:
+        pod_spec["affinity"] = dict(affinity)
     meta: Obj = {"name": name}
     if namespace:
         meta["namespace"] = namespace

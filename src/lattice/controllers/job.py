@@ -63,7 +63,12 @@ from lattice.controllers.parse import (
     rejected,
     unbuildable,
 )
-from lattice.controllers.placement import bind_children, misplaced, placement_of
+from lattice.controllers.placement import (
+    bind_children,
+    misplaced,
+    placeable_names,
+    placement_of,
+)
 from lattice.controllers.rounds import ChildRounds, desired_children
 from lattice.controllers.watch import child_handler, job_handler, projected_child, raw_child
 from lattice.controllers.write import StatusWrite, counter_families
@@ -304,6 +309,7 @@ class JobReconciler:
             ),
             placement,
             existing={*(p.name for p in pods), *(k.partition("/")[2] for k in others)},
+            placeable=placeable_names(demand),
         )
         keep = frozenset(progress.recreate)
         await self._rounds.apply(step, children, pods=pods, others=others, keep=keep)

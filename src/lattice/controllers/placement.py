@@ -32,11 +32,11 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from lattice.frameworks.base import Children
+from lattice.frameworks.base import Children, Demand
 from lattice.primitives.binding import bind_spec
 from lattice.runtime.projections import PodInfo
 
-__all__ = ["bind_children", "misplaced", "placement_of"]
+__all__ = ["bind_children", "misplaced", "placeable_names", "placement_of"]
 
 Obj = dict[str, Any]
 
@@ -75,6 +75,7 @@ def _placed(
     placement: Mapping[str, str],
     existing: Collection[str],
     bind: Callable[[Obj, str], Obj],
+    placeable: Callable[[str], bool],
 ) -> tuple[Obj, ...]:
     out: list[Obj] = []
     for manifest in manifests:
@@ -82,9 +83,23 @@ def _placed(
         node = placement.get(name)
         if node is not None:
             out.append(bind(manifest, node))
-        elif name in existing:
+        elif name in existing or not placeable(name):
             out.append(manifest)
     return tuple(out)
+
+
+def placeable_names(demand: Demand) -> Callable[[str], bool]:
+    """Whether the scheduler places the child of a name: a fixed pod's child, or a replica
+    (``replica_prefix`` + index). Others (a TrainJob's initializers) are never withheld."""
+    fixed = frozenset(demand.fixed_names)
+    prefix = demand.replica_prefix
+
+    def placeable(name: str) -> bool:
+        if name in fixed:
+            return True
+        return bool(prefix) and name.startswith(prefix) and name[len(prefix) :].isdigit()
+
+    return placeable
 
 
 def bind_children(
@@ -92,15 +107,16 @@ def bind_children(
     placement: Mapping[str, str] | None,
     *,
     existing: Collection[str],
+    placeable: Callable[[str], bool] = lambda _: True,
 ) -> Children:
     """``children`` bound to ``placement`` (see the module docstring); ``existing`` names the
-    pods and batch Jobs that exist already."""
+    pods and batch Jobs that exist already; a child ``placeable`` rejects is left unbound."""
     if not placement:
         return children
     return dataclasses.replace(
         children,
-        pods=_placed(children.pods, placement, existing, _bound_pod),
-        jobs=_placed(children.jobs, placement, existing, _bound_job),
+        pods=_placed(children.pods, placement, existing, _bound_pod, placeable),
+        jobs=_placed(children.jobs, placement, existing, _bound_job, placeable),
     )
 
 

@@ -265,3 +265,11 @@ def test_a_plan_applied_and_rescheduled_is_stable() -> None:
     assert {k: d.placement for k, d in again.decisions.items()} == {
         k: d.placement for k, d in first.decisions.items()
     }
+
+
+def test_refused_pods_with_nowhere_else_to_go_requeue_with_backoff() -> None:
+    nodes = (node("n0", 4),)
+    refused = replace(running(job("r", 2, pod(2)), ("n0", "n0")), refused_nodes=("n0",))
+    stage, size, placement, reason = plan_of(refused, nodes=nodes)["r"]
+    assert (stage, size, placement) == ("RequeueCooldown", 0, ())
+    assert reason.startswith("Requeued: kube-scheduler refused its pods on n0")

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from lattice.primitives.times import format_time
-from lattice.scheduler.core.events import Admitted, Grown, Preempted, Shrunk
+from lattice.scheduler.core.events import Admitted, Grown, Preempted, Requeued, Shrunk
 from lattice.scheduler.core.order import (
     band_upper_bound,
     micros,
@@ -28,6 +28,7 @@ from lattice.scheduler.core.order import (
     service_time,
 )
 from lattice.scheduler.core.state import JobState
+from lattice.scheduler.core.steps import cooldown_for
 from lattice.scheduler.core.types import SchedulerConfig, Stage, Strategy
 
 __all__ = ["capacity_used", "next_wakeup", "settle", "waiting_reason"]
@@ -45,7 +46,7 @@ def settle(
                 s.grow_at = s.last_resize + config.resize_interval
                 s.reason += f"; may grow at {format_time(s.grow_at)}"
         else:
-            _settle_waiting(s, beneficiary=beneficiary, now=now, capacity=capacity)
+            _settle_waiting(s, beneficiary=beneficiary, now=now, capacity=capacity, config=config)
 
 
 def _took_capacity(s: JobState) -> bool:
@@ -86,8 +87,31 @@ def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime
 
 
 def _settle_waiting(
-    s: JobState, *, beneficiary: JobState | None, now: datetime, capacity: int
+    s: JobState,
+    *,
+    beneficiary: JobState | None,
+    now: datetime,
+    capacity: int,
+    config: SchedulerConfig,
 ) -> None:
+    v = s.view
+    if s.held and v.refused_nodes and not s.victim:
+        # kube-scheduler refused placed pods and no other node fits: back off as the pending
+        # timeout does, rather than being placed on the same nodes again at once.
+        s.count = v.requeue_count + 1
+        s.stage, s.requeue = Stage.REQUEUE_COOLDOWN, None
+        s.cooldown = now + cooldown_for(s.count, config)
+        s.events.append(
+            Requeued(
+                pending_for=now - (v.pending_since or now),
+                cooldown_until=s.cooldown,
+                requeue_count=s.count,
+                refused_on=v.refused_nodes,
+            )
+        )
+        s.reason = s.events[-1].message
+        s.resize(0, now)
+        return
     s.stage = Stage.WAITING
     s.requeue = None
     why = waiting_reason(s, capacity)

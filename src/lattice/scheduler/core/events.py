@@ -157,9 +157,15 @@ class Requeued(SchedulerEvent):
     pending_for: timedelta
     cooldown_until: datetime
     requeue_count: int
+    refused_on: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
+        if self.refused_on:
+            return (
+                f"Requeued: kube-scheduler refused its pods on {', '.join(self.refused_on)} "
+                f"and no other node fits; cooldown until {format_time(self.cooldown_until)}"
+            )
         return (
             f"Requeued: pods pending for {format_duration(self.pending_for)}; "
             f"cooldown until {format_time(self.cooldown_until)}"
