@@ -500,9 +500,22 @@ def test_launcher_waits_for_ready_workers_and_discover_hosts_follows_running_one
                 launcherCreationPolicy="WaitForWorkersReady",
                 worker_node_selector=gate,
                 launcher_annotations=finishing(0, "1s"),
+                # kwok holds each worker Pending on its node this long (a slow start).
+                worker_annotations={"kwok.lattice.breezeml.ai/start-after": "20s"},
             )
         )
-        # Admitted: workers exist but cannot be scheduled (no node has the gate label yet).
+        # No node has the gate label yet: the job waits with nothing created, and says why.
+        waiting = mpi.wait(
+            "gate",
+            lambda s: "lattice.test/gate" in str((s.get("lattice") or {}).get("lastDecision")),
+            what="gate waits, naming the selector no node matches",
+        )
+        assert waiting["lattice"]["stage"] == "Waiting"
+        assert mpi.owned("pods", "gate") == {}
+        assert mpi.owned("secrets", "gate") == {}
+
+        crds_installed.kubectl("label", "node", node, f"lattice.test/gate={pool.pool_id}")
+        # Admitted: the workers are on their node, held Pending by their slow start.
         wait_for(
             lambda: mpi.owned("secrets", "gate"),
             lambda s: "gate-ssh" in s,
@@ -513,8 +526,6 @@ def test_launcher_waits_for_ready_workers_and_discover_hosts_follows_running_one
         assert mpi.owned("jobs.batch", "gate") == {}, "no launcher before the workers are ready"
         config = mpi.owned("configmaps", "gate")["gate-config"]
         assert config["data"]["discover_hosts.sh"] == "#!/bin/sh\n"
-
-        crds_installed.kubectl("label", "node", node, f"lattice.test/gate={pool.pool_id}")
         wait_for(
             lambda: mpi.owned("jobs.batch", "gate"),
             lambda j: "gate-launcher" in j,

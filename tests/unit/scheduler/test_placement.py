@@ -234,8 +234,22 @@ def test_a_placed_pod_on_a_gone_or_refusing_node_is_placed_again_at_once() -> No
     nodes = (node("n0", 4), node("n1", 4))
     gone = running(job("g", 2, pod(2)), ("n0", "gone"))
     assert plan_of(gone, nodes=nodes)["g"][:3] == ("Running", 2, ("n0", "n0"))
-    refused = replace(running(job("r", 2, pod(2)), ("n0", "n1")), refused_nodes=("n1",))
+    refused = replace(
+        running(job("r", 2, pod(2)), ("n0", "n1")), refused_nodes=("n1",), pending_since=T0
+    )
     assert plan_of(refused, nodes=nodes)["r"][:3] == ("Running", 2, ("n0", "n0"))
+
+
+def test_a_fresh_refusal_is_given_time_for_kube_scheduler_to_retry() -> None:
+    nodes = (node("n0", 4), node("n1", 4))
+    since = T0 + timedelta(seconds=50)  # refused 10 s before the pass, under the 30 s grace
+    view = replace(
+        running(job("r", 2, pod(2)), ("n0", "n1")), refused_nodes=("n1",), pending_since=since
+    )
+    snapshot = Snapshot(nodes=nodes, jobs=(view,))
+    plan = schedule(snapshot, T0 + timedelta(minutes=1))
+    assert plan.decisions[view.key].placement == ("n0", "n1")
+    assert plan.next_wakeup == since + SchedulerConfig().refusal_grace
 
 
 def test_preemption_stops_the_job_in_the_way_not_merely_the_latest() -> None:
@@ -269,7 +283,9 @@ def test_a_plan_applied_and_rescheduled_is_stable() -> None:
 
 def test_refused_pods_with_nowhere_else_to_go_requeue_with_backoff() -> None:
     nodes = (node("n0", 4),)
-    refused = replace(running(job("r", 2, pod(2)), ("n0", "n0")), refused_nodes=("n0",))
+    refused = replace(
+        running(job("r", 2, pod(2)), ("n0", "n0")), refused_nodes=("n0",), pending_since=T0
+    )
     stage, size, placement, reason = plan_of(refused, nodes=nodes)["r"]
     assert (stage, size, placement) == ("RequeueCooldown", 0, ())
     assert reason.startswith("Requeued: kube-scheduler refused its pods on n0")

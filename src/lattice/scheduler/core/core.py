@@ -99,6 +99,7 @@ from lattice.scheduler.core.room import (
     make_room,
     min_demands,
     place_missing,
+    refusals,
     release_from,
     reserve_running,
 )
@@ -199,7 +200,7 @@ class _Pass:
             self.heap.append((key, s))
             self.candidate_states.append(s)
             if s.held:
-                reserve_running(s, self.free)
+                reserve_running(s, self.free, refusals(v, now=now, grace=config.refusal_grace))
                 self.holding.append(s)
                 if is_protected(v):
                     self.protected.append((key, s))

@@ -95,7 +95,7 @@ def _settle_waiting(
     config: SchedulerConfig,
 ) -> None:
     v = s.view
-    if s.held and v.refused_nodes and not s.victim:
+    if s.held and s.exclude and not s.victim:
         # kube-scheduler refused placed pods and no other node fits: back off as the pending
         # timeout does, rather than being placed on the same nodes again at once.
         s.count = v.requeue_count + 1
@@ -175,6 +175,9 @@ def next_wakeup(
         if s.admitted:
             if s.requeue is not None:
                 times.append(s.requeue + config.pending_timeout)
+            since = s.view.pending_since
+            if s.view.refused_nodes and since is not None and not s.exclude:
+                times.append(since + config.refusal_grace)
             if s.grow_at is not None:
                 times.append(s.grow_at)
             if las:

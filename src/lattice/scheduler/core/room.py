@@ -3,7 +3,8 @@
 Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.core.core`):
 - :func:`reserve_running` puts a running job's persisted placement on the cluster before the
   walk: pod ``i`` stays on ``placement[i]`` when that node is still known and not among the
-  job's refused nodes; otherwise the pod is unplaced (``""``) and must be placed again.
+  job's refused nodes (:func:`refusals`: only once the refusal is ``refusal_grace`` old);
+  otherwise the pod is unplaced (``""``) and must be placed again.
 - :func:`place_missing` places a job's unplaced pods below an index, all or none.
 - :func:`make_room` is preemption: to place a job's missing minimum it releases, in this
   order, the growth (pods at ``min_size`` and above) of every other job that holds some, the
@@ -20,11 +21,13 @@ Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
 
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import OrderKey, aged_growth_cap, is_protected
 from lattice.scheduler.core.placement import Cluster
 from lattice.scheduler.core.state import JobState
+from lattice.scheduler.core.types import JobView
 
 __all__ = [
     "Holders",
@@ -32,15 +35,24 @@ __all__ = [
     "make_room",
     "min_demands",
     "place_missing",
+    "refusals",
     "release_from",
     "reserve_running",
 ]
 
 
-def reserve_running(s: JobState, cluster: Cluster) -> None:
+def refusals(v: JobView, *, now: datetime, grace: timedelta) -> frozenset[str]:
+    """The nodes that count as refused for ``v`` now: its refused nodes, once its pods have
+    been Unschedulable (``pending_since``) for ``grace``."""
+    since = v.pending_since
+    if not v.refused_nodes or since is None or now - since < grace:
+        return frozenset()
+    return frozenset(v.refused_nodes)
+
+
+def reserve_running(s: JobState, cluster: Cluster, refused: frozenset[str]) -> None:
     """Keep the persisted placement of a job that runs on input (see the contract)."""
     v = s.view
-    refused = set(v.refused_nodes)
     s.exclude = cluster.exclusion(refused) if refused else frozenset()
     placement = v.placement
     placed: list[str] = []

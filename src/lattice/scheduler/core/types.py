@@ -52,7 +52,10 @@ class Stage(enum.StrEnum):
 class SchedulerConfig:
     """Policy knobs. Every duration is a ``timedelta``; service is in unit-seconds.
 
-    ``slowdown_limit`` is LAS's starvation guard: a job in band 1 or above whose time since
+    ``refusal_grace``: a node where kube-scheduler refused a placed pod counts as refused
+    (the pod is placed again elsewhere) once the job's pods have been Unschedulable this long,
+    so that a refusal kube-scheduler is about to retry (a victim's pod just gone) is not acted
+    on. ``slowdown_limit`` is LAS's starvation guard: a job in band 1 or above whose time since
     ``queued_time`` is at least this multiple of its service time (attained service over its
     units at full size) is promoted (:mod:`lattice.scheduler.core.order`). The LAS bands start
     at ``las_first_band`` unit-seconds and grow by ``las_band_multiplier``; ``las_bands`` counts
@@ -63,6 +66,7 @@ class SchedulerConfig:
     strategy: Strategy = Strategy.LEAST_ATTAINED_SERVICE
     resize_interval: timedelta = timedelta(seconds=30)
     pending_timeout: timedelta = timedelta(minutes=5)
+    refusal_grace: timedelta = timedelta(seconds=30)
     cooldown_base: timedelta = timedelta(seconds=60)
     cooldown_max: timedelta = timedelta(hours=3)
     slowdown_limit: float = 4.0
@@ -72,7 +76,7 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         zero = timedelta(0)
-        for name in ("resize_interval", "pending_timeout"):
+        for name in ("resize_interval", "pending_timeout", "refusal_grace"):
             if getattr(self, name) < zero:
                 raise ValueError(f"{name} must not be negative")
         if not self.slowdown_limit >= 0:
