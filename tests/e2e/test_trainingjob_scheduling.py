@@ -249,7 +249,17 @@ def test_pods_kube_scheduler_refuses_requeue_the_job_with_cooldown(
         )
         assert first["currentSize"] == 0
         assert first.get("requeueCount", 0) >= 1
-        assert "refused" in str(first.get("lastDecision"))
+        requeued = wait_for(
+            lambda: [
+                e
+                for e in world.cluster.get_json("events.v1.events.k8s.io", "-n", namespace)["items"]
+                if (e.get("regarding") or {}).get("name") == "apart"
+                and e.get("reason") == "Requeued"
+            ],
+            timeout=STEP_TIMEOUT,
+            what="a Requeued event about apart",
+        )
+        assert "kube-scheduler refused its pods on" in requeued[0]["note"]
         wait_for(lambda: world.pod_names("apart"), lambda p: p == [], what="pods released")
         back = wait_for(
             status,
