@@ -162,6 +162,7 @@ class _Pass:
         # Gangs that found no room (placing or preempting) at a release generation: they
         # cannot find any until something is released again.
         self.failed: dict[_Memo, int] = {}
+        self.hopeless: set[tuple[_Shape, frozenset[int], int]] = set()
         self.holding: list[JobState] = []
         self.holders = Holders(())
         self.explained: dict[_Memo, str] = {}
@@ -230,7 +231,7 @@ class _Pass:
             self.heap, self.free = list(heap), free.copy()
             self.ordered, self.left, self.admitted_entries, self.from_entries = [], [], [], []
             self.blocker, self.waiting = None, 0
-            self.failed = {}
+            self.failed, self.hopeless = {}, set()
             for s in self.candidate_states:
                 s.placed, s.victim = [], False
             for s, placed in saved:
@@ -292,8 +293,11 @@ class _Pass:
         """Place the missing minimum of ``s``, preempting if need be (remembering failures)."""
         size = s.view.min_size
         memo = (shape, s.exclude) if not s.placed else None
-        if memo is not None and self.failed.get(memo) == self.holders.gen:
-            return False
+        if memo is not None:
+            if self.failed.get(memo) == self.holders.gen:
+                return False
+            if (shape, s.exclude, s.view.priority) in self.hopeless:
+                return False
         if place_missing(s, self.free, size):
             return True
         if make_room(s, self.holders, self.free):
@@ -301,6 +305,9 @@ class _Pass:
             return True
         if memo is not None:
             self.failed[memo] = self.holders.gen
+            # Free room plus what later jobs could give up never grows along the walk (a
+            # release moves a pod between the two): no room even preempting, none later.
+            self.hopeless.add((shape, s.exclude, s.view.priority))
         return False
 
     def _wait_state(self, s: JobState) -> None:
@@ -319,7 +326,8 @@ class _Pass:
             free_at = self.free.unit_free()
             memo = (e.shape, _NONE)
             s = None
-            if self.failed.get(memo) != self.holders.gen:
+            hopeless = (e.shape, _NONE, e.view.priority) in self.hopeless
+            if not hopeless and self.failed.get(memo) != self.holders.gen:
                 s = _from_entry(e, key)
                 if not self._place(s, e.shape):
                     s = None
