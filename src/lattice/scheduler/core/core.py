@@ -21,11 +21,12 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    above whose time since ``queued_time`` is at least ``slowdown_limit`` times its service time
    (running or not) is *promoted* ("aged" below): it ranks after band 0 and before every other
    job, first come first served among the promoted.
-3. *Admission* walks that order and packs each job's minimum (fixed pods + min replicas) onto
-   the nodes' free units (:mod:`lattice.scheduler.core.packing`; per node, all-or-nothing).
-   ``StrictFIFO`` stops at the first job whose minimum does not fit; ``BestEffortFIFO`` and
-   ``LeastAttainedService`` skip it and go on. A job whose minimum does not fit even on the
-   empty cluster never blocks: it is skipped with reason "needs N units; the cluster has M".
+3. *Admission* walks that order and places each job's minimum on nodes, all or nothing
+   (:mod:`~lattice.scheduler.core.placement`); a running job keeps its persisted placement
+   (:mod:`~lattice.scheduler.core.room`); one that does not fit may preempt (rule 5).
+   ``StrictFIFO`` stops at the first job whose minimum does not fit; the others skip it. A
+   job that does not fit even on the empty cluster never blocks; a waiting job's reason names
+   the binding constraint.
    Each candidate left waiting gets a 1-based ``queue_position`` among the waiting candidates,
    in this order; admitted jobs have none (as Kueue shows positions of pending workloads only,
    so a running job's status does not change whenever the queue behind it moves).

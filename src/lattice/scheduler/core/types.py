@@ -116,8 +116,9 @@ class NodeView:
 class JobView:
     """What the scheduler needs to know about one job, any kind.
 
-    ``pending_since`` is the earliest time a pod of this job has been Pending, as observed by
-    the loop (``None`` if no pod is pending); it is only read while the job is ``Running``.
+    ``pending_since`` is the earliest time kube-scheduler reported a pod of this job
+    Unschedulable, as observed by the loop (``None`` if none is); it is only read while the job
+    is ``Running``.
     ``attained_service`` is in unit-seconds, accrued up to ``service_updated_at``.
     ``admitted_time`` is when the job last went from holding nothing to running (``None`` while it
     holds nothing); it orders incumbents among jobs that tie on the policy's keys.
