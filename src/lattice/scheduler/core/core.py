@@ -66,11 +66,9 @@ another plan: a cooldown ending, a pending timeout expiring, a deferred growth b
 allowed (only when a replica would fit), a LAS band change or a job gaining or losing its
 promotion.
 
-Cost: a pass is O(n log n) in the candidates, but a *quiet* waiting job (one the pass can only
-admit or leave as it is, :mod:`lattice.scheduler.core.quiet`) costs a memo lookup and a heap
-entry; admission stops walking the order once every other candidate has been seen and no
-quiet job's minimum fits in what is left, and the decisions and order of the jobs it did not
-reach are built only when read. The plan is the same either way.
+Cost: a *quiet* waiting job (:mod:`lattice.scheduler.core.quiet`) costs a memo lookup and a
+heap entry until it is tried; gangs that found no room are not tried again until something is
+released; decisions of jobs left waiting are built only when read. The plan is the same.
 """
 
 from __future__ import annotations
