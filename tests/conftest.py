@@ -99,7 +99,7 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     ns = cluster.create_namespace()
     wait_for(
         lambda: cluster.exists("serviceaccount", "default", "-n", ns),
-        timeout=30,
+        timeout=90,
         what=f"default ServiceAccount in {ns}",
     )
     yield ns

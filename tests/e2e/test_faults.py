@@ -197,6 +197,18 @@ def _alive(pid: int) -> bool:
     return False
 
 
+def _wait_control_plane(cluster: Cluster, *, after: str) -> None:
+    """Wait until the controller-manager serves a new namespace (its default ServiceAccount)."""
+    ns = cluster.create_namespace()
+    wait_for(
+        lambda: cluster.exists("serviceaccount", "default", "-n", ns),
+        timeout=180,
+        interval=1.0,
+        what=f"the controller-manager back after restarting {after}",
+    )
+    cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
 def restart_component(cluster: Cluster, name: str) -> int:
     """Stop a cluster-up process (SIGTERM) and relaunch it with its exact argv, environment, cwd
     and log file, as recorded in /proc before the stop; update its PID file. Returns the new PID.
@@ -254,6 +266,10 @@ def test_apiserver_and_etcd_restart_operator_recovers(
                     what=f"apiserver /readyz after restarting {component}",
                 )
             print(f"{component} restarted, apiserver ready in {_CLOCK.monotonic() - t0:.1f}s")
+            # The controller-manager and kube-scheduler reconnect on their own backoff, which
+            # on a loaded machine outlasts the operator's wait below: this test is about the
+            # operator, so wait until the control plane serves a new namespace again.
+            _wait_control_plane(crds_installed, after=component)
             world.apply(trainingjob(job, min_size=1, max_size=1))
             wait_all_running(world, [job], what=f"{job} Running after the {component} restart")
             assert op.popen.poll() is None, f"operator exited after {component} restart"
