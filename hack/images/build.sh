@@ -19,7 +19,8 @@
 #   pause:3.10                    registry.k8s.io/pause: a static pause program (pause/pause.c)
 #   mpioperator/mpi-pi:openmpi    OpenMPI, sshd as mpiuser on 2222, /home/mpiuser/pi from source,
 #                                 and upstream's entrypoint (the launcher waits for DNS names)
-#   mpioperator/mpi-pi:mpich      the same with MPICH
+#   mpioperator/mpi-pi:mpich      the same with MPICH 4.2 from Debian trixie, as upstream's v0.8
+#                                 images (bookworm's MPICH 4.0 can hang in MPI_Finalize, see mpi_pi)
 #   pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime
 #                                 Debian's CPU python3-torch (1.13) with gloo, plus `torchrun`
 #   breezeml/lattice-resnet:1.0.1 the torch image + /workspace/main.py (elastic, checkpointing)
@@ -106,18 +107,23 @@ build_pause() {
   echo "$tag registry.k8s.io/pause:3.10"
 }
 
-# mpi_pi IMPL PACKAGES COMPILER: the pi image of one MPI implementation.
+# mpi_pi IMPL PACKAGES COMPILER SUITE: the pi image of one MPI implementation, its rootfs from
+# Debian SUITE. MPICH comes from trixie (4.2.1), as in upstream's v0.8 images: bookworm's 4.0.2
+# (ch4:ucx) ends MPI_Finalize with a PMI barrier in which a rank stops progressing UCX, and a peer
+# still disconnecting from it then spins forever (3 of 9 runs of the pi test hung so; MPICH
+# dropped the barrier in 4.2, pmodels/mpich#6596).
 mpi_pi() {
-  local impl=$1 pkgs=$2 cxx=$3 tag
-  tag=mpi-pi-$impl-$(recipe_hash "$here/mpi-pi" "$pkgs" "$cxx")
+  local impl=$1 pkgs=$2 cxx=$3 suite=$4 tag
+  tag=mpi-pi-$impl-$(recipe_hash "$here/mpi-pi" "$pkgs" "$cxx" "$suite")
   if ! has_tag "$tag"; then
-    log "mpi-pi:$impl: building $tag (mmdebstrap: $impl, sshd; pi compiled with $cxx)"
+    log "mpi-pi:$impl: building $tag (mmdebstrap $suite: $impl, sshd; pi compiled with $cxx)"
     local w; w=$(mktemp -d "$CACHE/tmp/mpi.XXXX")
-    # Compiled on the build machine against bookworm's -dev package, the same ABI as the image's.
+    # Compiled on the build machine against bookworm's -dev package; trixie's MPICH keeps the
+    # ABI of libmpich.so.12 (MPICH's ABI is stable within a soname).
     "$cxx" -O2 -o "$w/pi" "$here/mpi-pi/pi.cc"
     # As mpi-operator's build/base Dockerfile: ssh on 2222 without host-key prompts or a
     # known_hosts file (the .ssh directory is a read-only Secret), sshd run as mpiuser.
-    rootfs "$pkgs" "$w/rootfs.tar" \
+    SUITE=$suite rootfs "$pkgs" "$w/rootfs.tar" \
       --customize-hook='chroot "$1" useradd -m -u 1000 -s /bin/bash mpiuser' \
       --customize-hook='mkdir -p "$1"/var/run/sshd' \
       --customize-hook='printf "Host *\n    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n    Port 2222\n    LogLevel ERROR\n" >>"$1"/etc/ssh/ssh_config' \
@@ -128,7 +134,7 @@ mpi_pi() {
       --customize-hook='chroot "$1" chown mpiuser:mpiuser /home/mpiuser/.sshd_config /home/mpiuser/pi' \
       --customize-hook='chmod 755 "$1"/home/mpiuser/pi' \
       --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*'
-    new_image "$tag" "$w/rootfs.tar"
+    SUITE=$suite new_image "$tag" "$w/rootfs.tar"
     umoci config --image "$L:$tag.tmp" --config.workingdir /home/mpiuser --config.user 1000 \
       --config.entrypoint /entrypoint.sh \
       --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -136,8 +142,8 @@ mpi_pi() {
   fi
   echo "$tag docker.io/mpioperator/mpi-pi:$impl"
 }
-build_mpi_pi() { mpi_pi openmpi "$PKGS_OPENMPI" mpic++.openmpi; }
-build_mpi_pi_mpich() { mpi_pi mpich "$PKGS_MPICH" mpicxx.mpich; }
+build_mpi_pi() { mpi_pi openmpi "$PKGS_OPENMPI" mpic++.openmpi bookworm; }
+build_mpi_pi_mpich() { mpi_pi mpich "$PKGS_MPICH" mpicxx.mpich trixie; }
 
 # The shared Python base: Debian's CPU torch with gloo and its c10d rendezvous, plus `torchrun`
 # (a layer of its own, so that editing it does not rebuild the rootfs).

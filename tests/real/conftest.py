@@ -131,6 +131,30 @@ def real_operator(
         p.stop()
 
 
+#: Every process of a container (pid, state, wait channel, command line), without ``ps``.
+_PROCESSES = (
+    'for p in /proc/[0-9]*; do echo "${p#/proc/} $(cut -d" " -f3 "$p/stat") '
+    '$(cat "$p/wchan") $(tr "\\0" " " <"$p/cmdline")"; done'
+)
+
+
+def diagnose(cluster: Cluster, namespace: str) -> str:
+    """What a stuck job looks like: pods, every pod's log, its processes while it runs, and the
+    namespace's events."""
+    out = [cluster.kubectl("get", "pods,jobs,services", "-n", namespace, "-o", "wide", check=False)]
+    for pod in cluster.get_json("pods", "-n", namespace)["items"]:
+        name = pod["metadata"]["name"]
+        out.append(f"--- log of {name}:\n{pod_logs(cluster, namespace, name)}")
+        if (pod.get("status") or {}).get("phase") == "Running":
+            ps = cluster.kubectl(
+                "exec", "-n", namespace, name, "--", "sh", "-c", _PROCESSES, check=False
+            )
+            out.append(f"--- processes of {name} (pid state wchan cmdline):\n{ps}")
+    events = ("get", "events", "-n", namespace, "--sort-by=.lastTimestamp")
+    out.append("--- events:\n" + cluster.kubectl(*events, check=False))
+    return "\n".join(out)
+
+
 def pod_logs(cluster: Cluster, namespace: str, pod: str, container: str | None = None) -> str:
     """The pod's log ("" while it has none)."""
     args = ["logs", "-n", namespace, pod]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import OperatorProcess
-from tests.real.conftest import pod_logs
+from tests.real.conftest import diagnose, pod_logs
 from tests.support.cluster import REPO, Cluster
-from tests.support.wait import wait_for
+from tests.support.wait import WaitTimeout, wait_for
 
 EXAMPLES = REPO / "examples" / "mpijob"
 
@@ -48,9 +48,12 @@ def test_upstream_pi_computes_pi_across_two_workers(
         job = real_cluster.get_json("mpijob", name, "-n", ns)
         return condition(job, "Succeeded"), condition(job, "Failed")
 
-    final = wait_for(
-        state, lambda s: "True" in s, timeout=300, interval=1, what=f"MPIJob {name} to finish"
-    )
+    try:
+        final = wait_for(
+            state, lambda s: "True" in s, timeout=300, interval=1, what=f"MPIJob {name} to finish"
+        )
+    except WaitTimeout as e:
+        pytest.fail(f"{e}\n{diagnose(real_cluster, ns)}\noperator:\n{op.logs()}", pytrace=False)
     launchers = real_cluster.get_json(
         "pods", "-n", ns, "-l", "training.kubeflow.org/job-role=launcher"
     )["items"]

@@ -1,5 +1,10 @@
 // Estimates pi by Monte Carlo across the MPI ranks, as mpi-operator's examples/v2beta1/pi does:
 // every rank samples points in the square, rank 0 reduces the hits and prints the estimate.
+// The barrier before MPI_Finalize is upstream's too (added with its move to Debian bookworm):
+// without it bookworm's MPICH 4.0 (ch4:ucx) can deadlock in MPI_Finalize: rank 1 (which only
+// sent, in the Reduce) waits in finalize's PMI barrier without progressing UCX, while rank 0 spins
+// in its UCX disconnect on a request that rank 1 never reads (MPICH 4.2 drops that barrier,
+// pmodels/mpich#6596).
 #include <mpi.h>
 
 #include <cstdio>
@@ -29,6 +34,7 @@ int main(int argc, char *argv[]) {
     double pi = 4.0 * static_cast<double>(total) / static_cast<double>(tests) / workers;
     std::printf("pi is approximately %.16f\n", pi);
   }
+  MPI_Barrier(MPI_COMM_WORLD);
   MPI_Finalize();
   return 0;
 }
