@@ -131,11 +131,20 @@ def _running(children: Children) -> list[Any]:
     return pods
 
 
+def _public(value: Any) -> Any:
+    """``value`` without private fields (caches such as a demand's hash)."""
+    if isinstance(value, dict):
+        return {k: _public(v) for k, v in value.items() if not str(k).startswith("_")}
+    if isinstance(value, list | tuple):
+        return type(value)(_public(v) for v in value)
+    return value
+
+
 def _render(plugin: JobPlugin[Any], obj: Obj, ctx: OperatorContext) -> Obj:
     job = plugin.parse(obj, ctx)
     demand = plugin.demand(job, ctx)
     out: Obj = {
-        "demand": dataclasses.asdict(demand),
+        "demand": _public(dataclasses.asdict(demand)),
         "run_policy": dataclasses.asdict(plugin.run_policy(job)),
     }
     sizes = sorted({0, 1, demand.min_size, demand.max_size})

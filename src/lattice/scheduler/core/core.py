@@ -274,7 +274,7 @@ class _Pass:
     def _pin(self, s: JobState) -> None:
         """Place a protected job's minimum ahead of the rest of its priority."""
         s.min_shape = min_demands(s)
-        if place_missing(s, self.free, s.view.min_size):
+        if place_missing(s, self.free, s.view.min_size, self.holders):
             self.pinned.add(s)
             self._admitted(s)
 
@@ -297,7 +297,7 @@ class _Pass:
                 return False
             if (shape, s.exclude, s.view.priority) in self.hopeless:
                 return False
-        if place_missing(s, self.free, size):
+        if place_missing(s, self.free, size, self.holders):
             return True
         if make_room(s, self.holders, self.free):
             self.holders.gen += 1

@@ -30,7 +30,7 @@ Contract (pure values, standard library only; kube-scheduler's semantics, restat
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = [
     "ANY",
@@ -189,6 +189,15 @@ class PodDemand:
     constraint: Constraint = ANY
     units: int = 0
     exclusive: bool = False
+    # Hashed once: the core keys dicts and counters by demand on every placement search.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        key = (self.requests, self.constraint, self.units, self.exclusive)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @staticmethod
     def of_units(units: int) -> PodDemand:

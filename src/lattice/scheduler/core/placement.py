@@ -3,7 +3,8 @@
 Contract (internal to the core; mutable, one per pass, copied with :meth:`Cluster.copy`):
 - Nodes are indexed in name order. Each has a free vector over the pass's resource names (the
   union of the nodes' and the demands' names; a name a node lacks is 0 there), a count of
-  Lattice pods placed on it and whether an exclusive pod holds it.
+  Lattice pods placed on it and whether an exclusive pod holds it. Its *room* is its free
+  vector before any Lattice pod: the most Lattice pods can ever have there (:meth:`could_hold`).
 - A pod *fits* a node when the node is ``schedulable``, its constraint admits the node
   (:meth:`~lattice.scheduler.core.model.Constraint.admits`), the node is not excluded for the
   job, every requested quantity is at most the node's free quantity, no exclusive pod holds
@@ -26,10 +27,10 @@ Contract (internal to the core; mutable, one per pass, copied with :meth:`Cluste
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from lattice.scheduler.core.model import UNIT_RESOURCE, Constraint, PodDemand
-from lattice.scheduler.core.placement_text import fmt_quantity, no_match, nodes_text
+from lattice.scheduler.core.placement_text import why
 from lattice.scheduler.core.types import NodeView
 
 __all__ = ["Cluster", "fit_order"]
@@ -62,6 +63,7 @@ class Cluster:
         "_eligible",
         "_ids",
         "_index",
+        "_keys",
         "_reaches",
         "_vectors",
         "count",
@@ -70,6 +72,7 @@ class Cluster:
         "names",
         "node_index",
         "resources",
+        "room",
         "total",
     )
 
@@ -92,6 +95,7 @@ class Cluster:
             for name, q in free:
                 row[self._index[name]] = q
             self.free.append(row)
+        self.room: list[tuple[int, ...]] = [tuple(row) for row in self.free]
         self.count = [0] * len(ordered)
         self.excl = [False] * len(ordered)
         self.total = [sum(max(0, row[k]) for row in self.free) for k in range(width)]
@@ -108,6 +112,9 @@ class Cluster:
         self._buckets: list[dict[_Key, list[int]]] = [{} for _ in self._classes]
         for i in range(len(ordered)):
             self._buckets[self._class_of[i]].setdefault(self._key(i), []).append(i)
+        # Each class's bucket keys, sorted: a search bisects to the first key with enough of
+        # the first resource and stops at the first key larger than the best found.
+        self._keys: list[list[_Key]] = [sorted(b) for b in self._buckets]
         self._eligible: dict[Constraint, tuple[int, ...]] = {}
         self._allowed: dict[Constraint, frozenset[int] | None] = {}
         self._vectors: dict[int, tuple[PodDemand, tuple[tuple[int, int], ...]]] = {}
@@ -120,10 +127,11 @@ class Cluster:
         clone = object.__new__(Cluster)
         clone.resources, clone._index = self.resources, self._index
         clone.names, clone.node_index = self.names, self.node_index
-        clone.free = [list(row) for row in self.free]
+        clone.free, clone.room = [list(row) for row in self.free], self.room
         clone.count, clone.excl, clone.total = list(self.count), list(self.excl), list(self.total)
         clone._classes, clone._class_of = self._classes, self._class_of
         clone._buckets = [{k: list(v) for k, v in b.items()} for b in self._buckets]
+        clone._keys = [list(keys) for keys in self._keys]
         clone._eligible, clone._allowed = self._eligible, self._allowed
         clone._vectors, clone._reaches, clone._ids = self._vectors, self._reaches, self._ids
         return clone
@@ -145,13 +153,53 @@ class Cluster:
         self._vectors[id(d)] = (d, vec)  # by identity: hashing a demand costs more
         return vec
 
+    def vector(self, d: PodDemand) -> tuple[tuple[int, int], ...]:
+        """The demand's requests as (resource index, quantity), in fit order; a resource no
+        node has shows as index -1."""
+        return self._vector(d)
+
+    def eligibility(self, d: PodDemand) -> tuple[frozenset[int], frozenset[int] | None]:
+        """The class ids ``d``'s constraint admits and, for ``matchFields``, the node indices;
+        node ``i`` is usable when ``class_of(i)`` is in the first and ``i`` in the second."""
+        classes, allowed = self._info(d.constraint)
+        return frozenset(classes), allowed
+
+    def could_hold(self, i: int, d: PodDemand) -> bool:
+        """Whether node index ``i`` holds ``d`` with no Lattice pod on it (room aside from
+        the constraint)."""
+        room = self.room[i]
+        return all(k >= 0 and room[k] >= q for k, q in self._vector(d))
+
+    def overcommitted(self, node: str) -> bool:
+        """Whether ``node`` has less than nothing free of some resource."""
+        i = self.node_index.get(node)
+        return i is not None and any(q < 0 for q in self.free[i])
+
+    def classes_of(self, nodes: Iterable[str]) -> set[int]:
+        """The class ids of the known ``nodes`` among ``nodes`` (empty names skipped)."""
+        index, of = self.node_index, self._class_of
+        return {of[index[n]] for n in nodes if n in index}
+
+    def class_of(self, i: int) -> int:
+        """The class id of node index ``i``."""
+        return self._class_of[i]
+
+    def usable(self, i: int, d: PodDemand) -> bool:
+        """Whether ``d``'s constraint lets it use node index ``i`` (room aside)."""
+        if self._class_of[i] not in self._eligible_classes(d.constraint):
+            return False
+        allowed = self._allowed_of(d.constraint)
+        return allowed is None or i in allowed
+
     def _apply(self, i: int, d: PodDemand, sign: int) -> None:
-        bucket = self._buckets[self._class_of[i]]
+        cid = self._class_of[i]
+        bucket, keys = self._buckets[cid], self._keys[cid]
         old = self._key(i)
         nodes = bucket[old]
         del nodes[bisect_left(nodes, i)]
         if not nodes:
             del bucket[old]
+            del keys[bisect_left(keys, old)]
         row, total = self.free[i], self.total
         for k, q in self._vector(d):
             if k >= 0:
@@ -161,7 +209,13 @@ class Cluster:
         self.count[i] += sign
         if d.exclusive:
             self.excl[i] = sign > 0
-        insort(bucket.setdefault(self._key(i), []), i)
+        new = self._key(i)
+        held = bucket.get(new)
+        if held is None:
+            bucket[new] = [i]
+            insort(keys, new)
+        else:
+            insort(held, i)
 
     def reserve(self, node: str, d: PodDemand) -> bool:
         """Put ``d`` on ``node`` without a fit check; False when the node is unknown."""
@@ -208,61 +262,44 @@ class Cluster:
         allowed = self._allowed_of(d.constraint)
         return allowed is None or i in allowed
 
-    def could_fit(
-        self,
-        demands: Sequence[PodDemand],
-        extra: Mapping[str, Sequence[PodDemand]],
-        exclude: frozenset[int] = frozenset(),
-    ) -> bool:
-        """A necessary condition for ``demands`` to fit once the pods ``extra`` (by node) are
-        released: the totals hold them, and each pod alone fits on some node with that node's
-        released pods added (exclusivity aside: releasing may end it). Nothing changes."""
-        gain: dict[int, dict[int, int]] = {}
-        added: dict[int, int] = {}
-        for node, pods in extra.items():
-            i = self.node_index.get(node)
-            if i is None:
-                continue
-            row = gain.setdefault(i, {})
-            for d in pods:
-                for k, q in self._vector(d):
-                    if k >= 0:
-                        row[k] = row.get(k, 0) + q
-                        added[k] = added.get(k, 0) + q
-        need: dict[int, int] = {}
-        for d in demands:
-            for k, q in self._vector(d):
-                if k < 0:
-                    return False
-                need[k] = need.get(k, 0) + q
-        total = self.total
-        if any(total[k] + added.get(k, 0) < q for k, q in need.items()):
-            return False
-        for d in set(demands):
-            if self._best(d, exclude) is not None:
-                continue
-            vec = self._vector(d)
-            if not any(
-                i not in exclude
-                and self.may_use(self.names[i], d, exclude)
-                and all(self.free[i][k] + row.get(k, 0) >= q for k, q in vec)
-                for i, row in gain.items()
-            ):
-                return False
-        return True
+    def groups(
+        self, d: PodDemand, exclude: frozenset[int] = frozenset(), *, first: bool = False
+    ) -> Iterator[tuple[tuple[int, ...], int, int]]:
+        """The nodes ``d``'s constraint admits, outside ``exclude``, as (free vector, state,
+        node count) groups (state 0: no Lattice pod, 1: some, 2: an exclusive one); with
+        ``first``, only groups holding the demand's first requested resource."""
+        vec = self._vector(d)
+        allowed = self._allowed_of(d.constraint)
+        low = ((vec[0][1],),) if first and vec and vec[0][0] == 0 else None
+        for cid in self._eligible_classes(d.constraint):
+            keys, bucket = self._keys[cid], self._buckets[cid]
+            for j in range(0 if low is None else bisect_left(keys, low), len(keys)):
+                free, state = keys[j]
+                nodes = bucket[keys[j]]
+                if exclude or allowed is not None:
+                    n = sum(
+                        1 for i in nodes if i not in exclude and (allowed is None or i in allowed)
+                    )
+                else:
+                    n = len(nodes)
+                if n:
+                    yield free, state, n
 
-    def fits_somewhere(self, d: PodDemand, exclude: frozenset[int] = frozenset()) -> bool:
-        """Whether one pod ``d`` alone fits on some node now."""
-        return self._best(d, exclude) is not None
-
-    def fits_on_any(
-        self, nodes: Iterable[str], d: PodDemand, exclude: frozenset[int] = frozenset()
-    ) -> bool:
-        """Whether ``d`` alone fits on one of ``nodes`` now."""
-        index = self.node_index
-        return any(
-            n in index and index[n] not in exclude and self.fits_on(n, d) for n in nodes if n
-        )
+    def fit_count(self, d: PodDemand, exclude: frozenset[int] = frozenset()) -> int:
+        """How many pods ``d`` fit on the cluster now, each node taken alone (an exclusive pod
+        at most one per node): an upper bound on how many :meth:`place_all` places."""
+        vec = self._vector(d)
+        if not vec or vec[0][0] < 0:
+            return 0 if vec else len(self.names)
+        exclusive = d.exclusive
+        out = 0
+        for free, state, n in self.groups(d, exclude, first=True):
+            if state == 2 or (exclusive and state == 1):
+                continue
+            m = min(free[k] // q for k, q in vec)
+            if m > 0:
+                out += n if exclusive else n * m
+        return out
 
     def covers(self, demands: Iterable[PodDemand]) -> bool:
         """Whether the free totals hold the sum of ``demands`` (a necessary condition)."""
@@ -339,16 +376,22 @@ class Cluster:
         best: tuple[tuple[int, ...], int] | None = None
         exclusive = d.exclusive
         k0, q0 = vec[0] if vec else (-1, 0)
-        rest = vec[1:]
+        # Keys sort by free vector in fit order: with the first resource requested, the
+        # first candidate is the first key holding q0 of it.
+        low: tuple[tuple[int, ...]] | None = ((q0,),) if k0 == 0 else None
         for cid in classes:
-            for (free, state), nodes in self._buckets[cid].items():
-                if (k0 >= 0 and free[k0] < q0) or state == 2 or (exclusive and state == 1):
-                    continue
+            keys = self._keys[cid]
+            bucket = self._buckets[cid]
+            start = 0 if low is None else bisect_left(keys, low)
+            for j in range(start, len(keys)):
+                free, state = keys[j]
                 if best is not None and free > best[0]:
+                    break
+                if state == 2 or (exclusive and state == 1):
                     continue
-                if rest and any(free[k] < q for k, q in rest):
+                if any(free[k] < q for k, q in vec):
                     continue
-                pick = _first(nodes, exclude, allowed)
+                pick = _first(bucket[keys[j]], exclude, allowed)
                 if pick is not None and (best is None or (free, pick) < best):
                     best = (free, pick)
         return None if best is None else best[1]
@@ -419,43 +462,12 @@ class Cluster:
         """Why ``demands`` do not fit, naming the first pod's binding constraint."""
         for d in sorted(demands, key=self._size_key):
             if self._best(d, exclude) is None:
-                return self._why(d, exclude)
+                return why(self, d, exclude)
         return f"{len(demands)} pods do not fit together (fragmented across nodes)"
 
-    def _why(self, d: PodDemand, exclude: frozenset[int]) -> str:
-        where = d.constraint.describe()
-        matching = f"matching {where}" if where else "eligible"
-        vec = self._vector(d)
-        if vec and vec[0][0] < 0:
-            names = [n for n, q in d.requests if q > 0 and n not in self._index]
-            return f"no node has {fmt_quantity(names[0], 1)}"
-        classes = set(self._eligible_classes(d.constraint))
-        allowed = self._allowed_of(d.constraint)
-        nodes = [
-            i
-            for i, c in enumerate(self._class_of)
-            if c in classes and i not in exclude and (allowed is None or i in allowed)
-        ]
-        if not nodes:
-            return no_match(d.constraint, self._classes)
-        if d.exclusive:
-            free = [i for i in nodes if not self.count[i] and not self.excl[i]]
-            if not free:
-                return f"no node {matching} is free of other Lattice pods ({len(nodes)} match)"
-            nodes = free
-        else:
-            nodes = [i for i in nodes if not self.excl[i]]
-        for k, q in vec:
-            largest = max((self.free[i][k] for i in nodes), default=0)
-            if largest < q:
-                name = self.resources[k]
-                most = fmt_quantity(name, max(0, largest), bare=True)
-                return (
-                    f"no node {matching} has {fmt_quantity(name, q)} free "
-                    f"({nodes_text(len(nodes))} match; largest free {most})"
-                )
-        parts = ", ".join(fmt_quantity(self.resources[k], q) for k, q in vec)
-        return f"no node {matching} has room for a pod of {parts} ({nodes_text(len(nodes))} match)"
+    def node_classes(self) -> Sequence[NodeView]:
+        """One node of each class, by class id."""
+        return self._classes
 
     def unit_free(self) -> int:
         """Free :data:`UNIT_RESOURCE` in total (0 when the model has none)."""

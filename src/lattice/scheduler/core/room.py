@@ -14,18 +14,25 @@ Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.
   order, stopping at the first that no longer fits; a minimum only whole). A job already
   admitted in this pass keeps its minimum, and a protected job (rigid, not checkpointing)
   yields its minimum only to a higher priority. It returns whether
-  the job was placed; when not, everything released is put back.
+  the job was placed; when not, everything released is put back. Only jobs holding pods on
+  nodes where a pod of the gang that lacks room (:class:`~lattice.scheduler.core.probe.
+  ReleaseProbe`'s scarce demands) may go are released. The releases are first made on paper
+  (the probe) until its necessary condition holds; none do: nothing changes. Then pods are
+  released for real only on nodes where a scarce pod then fits, or that are over-committed:
+  elsewhere the gang's placement is the same and every pod would be given back, so they stay.
 - :func:`release_from` releases a job's pods from an index up, highest index first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import OrderKey, aged_growth_cap, is_protected
 from lattice.scheduler.core.placement import Cluster
+from lattice.scheduler.core.probe import ReleaseProbe
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import JobView
 
@@ -85,8 +92,8 @@ def missing(s: JobState, upto: int) -> list[int]:
     return [i for i in range(upto) if i >= len(placed) or not placed[i]]
 
 
-def place_missing(s: JobState, cluster: Cluster, upto: int) -> bool:
-    """Place the unplaced pods of ``s`` below ``upto``, all or none."""
+def place_missing(s: JobState, cluster: Cluster, upto: int, holders: Holders) -> bool:
+    """Place the unplaced pods of ``s`` below ``upto``, all or none (``holders`` noted)."""
     todo = missing(s, upto)
     if not todo:
         return True
@@ -95,6 +102,7 @@ def place_missing(s: JobState, cluster: Cluster, upto: int) -> bool:
     if nodes is None:
         return False
     _fill(s, todo, nodes)
+    holders.note(s, cluster)
     return True
 
 
@@ -120,24 +128,74 @@ def release_from(s: JobState, cluster: Cluster, start: int) -> list[str]:
 
 def _restore(s: JobState, cluster: Cluster, start: int, nodes: list[str], *, check: bool) -> None:
     """Put back pods of ``s`` from ``start`` on ``nodes`` (see the contract)."""
+    _give_back(s, cluster, _Released(s, start, nodes, [False] * len(nodes)), check=check)
+
+
+class _Released:
+    """Pods of one holder taken back from ``start`` on (their nodes by index); ``kept`` marks
+    those still reserved on the cluster: a pod on a node the gang cannot use after the
+    releases changes nothing for the gang, so it is released only on paper."""
+
+    __slots__ = ("h", "kept", "nodes", "start")
+
+    def __init__(self, h: JobState, start: int, nodes: list[str], kept: list[bool]) -> None:
+        self.h, self.start, self.nodes, self.kept = h, start, nodes, kept
+
+    def release_kept(self, cluster: Cluster, first: int = 0) -> None:
+        """Release the pods still reserved from offset ``first`` on (then released for
+        real)."""
+        v = self.h.view
+        for offset in range(len(self.nodes) - 1, first - 1, -1):
+            if self.kept[offset]:
+                cluster.release(self.nodes[offset], v.pod_demand(self.start + offset))
+                self.kept[offset] = False
+
+
+def _take(h: JobState, cluster: Cluster, start: int, really: Callable[[str], bool]) -> _Released:
+    """Take back the pods of ``h`` from ``start``, releasing on the cluster those ``really``
+    names the node of (highest index first)."""
+    placed = h.placed
+    v = h.view
+    kept = [False] * max(0, len(placed) - start)
+    for i in range(len(placed) - 1, start - 1, -1):
+        node = placed[i]
+        if node:
+            if really(node):
+                cluster.release(node, v.pod_demand(i))
+            else:
+                kept[i - start] = True
+    out = _Released(h, start, placed[start:], kept)
+    del placed[start:]
+    return out
+
+
+def _give_back(s: JobState, cluster: Cluster, r: _Released, *, check: bool) -> None:
+    """Put back the pods of ``r`` (``check``: in index order, stopping at the first that no
+    longer fits, a minimum only whole; else all, as they were)."""
     v = s.view
-    for offset, node in enumerate(nodes):
-        i = start + offset
-        d = v.pod_demand(i)
+    for offset, node in enumerate(r.nodes):
+        d = v.pod_demand(r.start + offset)
+        if r.kept[offset]:
+            s.placed.append(node)
+            continue
         if node and check and not cluster.fits_on(node, d):
+            r.release_kept(cluster, offset)
             break
         if node:
             cluster.reserve(node, d)
         s.placed.append(node)
-    if check and start < v.min_size and len(s.placed) < v.min_size:
-        release_from(s, cluster, start)
+    if check and r.start < v.min_size and len(s.placed) < v.min_size:
+        release_from(s, cluster, r.start)
+
+
+_MostKey = tuple[PodDemand, frozenset[int], bool]
 
 
 class Holders:
     """The jobs holding reserved pods at the start of a pass, in scheduling order, and those
     of them holding growth (pruned as their growth is released)."""
 
-    __slots__ = ("all", "gen", "growers", "no_room")
+    __slots__ = ("_classes", "_relevant", "all", "gen", "growers", "most", "no_room")
 
     def __init__(self, states: Sequence[JobState]) -> None:
         self.all = list(states)
@@ -146,15 +204,41 @@ class Holders:
         # generation then: while nothing is released, a later job's replica finds none either
         # (it may take less growth: only that of jobs later than itself).
         self.no_room: dict[tuple[PodDemand, frozenset[int]], int] = {}
+        # The most pods of a demand that found room after releasing everything make_room may
+        # take, with the generation, order key and priority then: a later job of no higher
+        # priority in the same generation may take no more (its candidates are a subset), so
+        # it needs no dry run to fail.
+        self.most: dict[_MostKey, tuple[int, OrderKey, int, int]] = {}
         self.gen = 0
+        # The node classes each holder has pods in (a superset: pods only leave during the
+        # walk, and :meth:`note` adds new ones), and per set of classes the holders (all, and
+        # those holding growth then) with pods there, in order.
+        self._classes: dict[int, set[int]] | None = None
+        self._relevant: dict[frozenset[int], tuple[list[JobState], list[JobState]]] = {}
 
-    def growth(self) -> list[JobState]:
-        """Holders with growth above their floor now, latest in order first."""
-        found = [h for h in self.growers if len(h.placed) > growth_floor(h)]
-        if len(found) < len(self.growers) // 2:
-            self.growers = found
-        found.reverse()
-        return found
+    def relevant(
+        self, classes: frozenset[int], cluster: Cluster
+    ) -> tuple[list[JobState], list[JobState]]:
+        """The holders with pods in ``classes`` (all, and those with growth), in order."""
+        if self._classes is None:
+            self._classes = {id(h): cluster.classes_of(h.placed) for h in self.all}
+        hit = self._relevant.get(classes)
+        if hit is None:
+            of = self._classes
+            found = [h for h in self.all if not of[id(h)].isdisjoint(classes)]
+            hit = (found, [h for h in found if len(h.placed) > h.view.min_size])
+            self._relevant[classes] = hit
+        return hit
+
+    def note(self, s: JobState, cluster: Cluster) -> None:
+        """Record that ``s`` got pods placed (it may now hold pods in more classes)."""
+        of = self._classes
+        if of is None or id(s) not in of:
+            return
+        new = cluster.classes_of(s.placed)
+        if not new <= of[id(s)]:
+            of[id(s)] |= new
+            self._relevant = {}
 
     def growth_after(self, key: OrderKey) -> Iterator[JobState]:
         """Holders later in order than ``key`` with growth above their floor, latest first."""
@@ -163,29 +247,6 @@ class Holders:
                 return
             if len(h.placed) > growth_floor(h):
                 yield h
-
-    def later(self, key: OrderKey, priority: int) -> Iterator[JobState]:
-        """Holders later in order than ``key`` not yet admitted, with pods, that a job of
-        ``priority`` may stop (a protected one only for a higher priority), latest first."""
-        for h in reversed(self.all):
-            if h.key is None or h.key <= key:
-                return
-            if h.placed and not h.admitted:
-                if priority <= h.view.priority and is_protected(h.view):
-                    continue
-                yield h
-
-
-def _pods_by_node(steps: Sequence[tuple[JobState, int]]) -> dict[str, list[PodDemand]]:
-    """The demands of the pods ``steps`` would release, by node."""
-    out: dict[str, list[PodDemand]] = {}
-    for h, start in steps:
-        v = h.view
-        for i in range(start, len(h.placed)):
-            node = h.placed[i]
-            if node:
-                out.setdefault(node, []).append(v.pod_demand(i))
-    return out
 
 
 def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool = True) -> bool:
@@ -199,46 +260,136 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     key = s.key
     if key is None:
         return False
-    distinct = set(demands)
-
-    def useful(h: JobState, start: int) -> bool:
-        """Whether ``h`` holds a pod at ``start`` or above where a pod of ``s`` may go."""
-        nodes = set(h.placed[start:])
-        return any(cluster.may_use(n, d, s.exclude) for n in nodes if n for d in distinct)
-
-    steps = [(h, f) for h in holders.growth() if h is not s and useful(h, f := growth_floor(h))]
-    if minimums:
-        steps += [(h, 0) for h in holders.later(key, v.priority) if h is not s and useful(h, 0)]
-    if not cluster.could_fit(demands, _pods_by_node(steps), s.exclude):
+    # A dry run first: release nothing until the steps so far would give the gang room
+    # (ReleaseProbe's necessary condition); none do, and nothing is touched.
+    memo = (s.exclude, minimums) if not s.placed else None
+    if memo is not None and _known_short(holders, Counter(demands), memo, key, v.priority):
         return False
-    released: list[tuple[JobState, int, list[str]]] = []
-    # Pods of the gang that fit nowhere alone: releases only add room, and only on the nodes
-    # they touch, so until each of them fits on a touched node the gang cannot fit.
-    blocked = {d for d in set(demands) if not cluster.fits_somewhere(d, s.exclude)}
-    for h, start in steps:
-        if len(h.placed) <= start:
-            continue
-        if blocked and not any(
-            cluster.may_use(n, d, s.exclude) for n in set(h.placed[start:]) for d in blocked
-        ):
-            continue  # nothing it holds is where the blocked pods may go
-        touched = release_from(h, cluster, start)
-        released.append((h, start, touched))
-        if blocked:
-            blocked = {d for d in blocked if not cluster.fits_on_any(touched, d, s.exclude)}
-            if blocked:
-                continue
-        if not cluster.covers(demands):
-            continue
-        nodes = cluster.place_all(demands, s.exclude)
-        if nodes is None:
-            continue
-        _fill(s, todo, nodes)
-        for h2, start2, removed in reversed(released):
-            if len(h2.placed) == start2:
-                _restore(h2, cluster, start2, removed, check=True)
-            h2.victim = h2.victim or not h2.placed
+    probe = ReleaseProbe(cluster, demands, s.exclude)
+    steps: list[tuple[JobState, int]] = []
+    candidates = _candidates(
+        s, holders, key, minimums=minimums, classes=probe.classes(), cluster=cluster
+    )
+    upto: dict[int, int] = {}  # holder -> lowest index released in the dry run
+    for h, start in candidates:
+        end = upto.get(id(h), len(h.placed))
+        if not any(probe.usable(n) for n in h.placed[start:end] if n):
+            continue  # nothing it holds is where the gang's pods may go
+        pods = [(h.placed[i], h.view.pod_demand(i)) for i in range(start, end) if h.placed[i]]
+        upto[id(h)] = min(start, end)
+        steps.append((h, start))
+        probe.add(pods)
+        if probe.enough():
+            break
+    else:
+        if memo is not None:
+            for d, room in probe.room.items():
+                holders.most[(d, *memo)] = (holders.gen, key, v.priority, room)
+        return False
+    # Release for real only where the gang may land: on nodes where, after the whole prefix,
+    # one of its pods fits (elsewhere the gang's placement is the same either way), and on
+    # over-committed nodes (where giving back may fail).
+    seen: dict[str, bool] = {}
+
+    def really(node: str) -> bool:
+        hit = seen.get(node)
+        if hit is None:
+            hit = seen[node] = probe.fits_after(node) or cluster.overcommitted(node)
+        return hit
+
+    released = [_take(h, cluster, start, really) for h, start in steps]
+    if _place_gang(
+        s, todo=todo, demands=demands, cluster=cluster, released=released, holders=holders
+    ):
         return True
-    for h, start, removed in reversed(released):
-        _restore(h, cluster, start, removed, check=False)
+    # The prefix was not enough after all (pods that fit alone do not fit together): go on
+    # one step at a time, trying the gang after each.
+    for r in released:
+        r.release_kept(cluster)
+    for h, start in candidates:
+        if len(h.placed) <= start or not any(probe.usable(n) for n in h.placed[start:] if n):
+            continue
+        released.append(_take(h, cluster, start, _always))
+        if _place_gang(
+            s, todo=todo, demands=demands, cluster=cluster, released=released, holders=holders
+        ):
+            return True
+    for r in reversed(released):
+        _give_back(r.h, cluster, r, check=False)
     return False
+
+
+def _always(node: str) -> bool:
+    return True
+
+
+def _known_short(
+    holders: Holders,
+    wanted: Counter[PodDemand],
+    memo: tuple[frozenset[int], bool],
+    key: OrderKey,
+    priority: int,
+) -> bool:
+    """Whether :attr:`Holders.most` already shows that some demand cannot get its pods."""
+    gen = holders.gen
+    for d, n in wanted.items():
+        hit = holders.most.get((d, *memo))
+        if hit is None or hit[0] != gen or key < hit[1] or priority > hit[2]:
+            continue
+        if n > hit[3]:
+            return True
+    return False
+
+
+def _candidates(
+    s: JobState,
+    holders: Holders,
+    key: OrderKey,
+    *,
+    minimums: bool,
+    classes: frozenset[int],
+    cluster: Cluster,
+) -> Iterator[tuple[JobState, int]]:
+    """The holders ``s`` may take from, in release order, with the index they release from:
+    only those with pods in ``classes`` (elsewhere nothing helps ``s``)."""
+    everyone, growers = holders.relevant(classes, cluster)
+    for h in reversed(growers):
+        floor = growth_floor(h)
+        if h is not s and len(h.placed) > floor:
+            yield h, floor
+    if minimums:
+        priority = s.view.priority
+        for h in reversed(everyone):
+            if h.key is None or h.key <= key:
+                return
+            if h is s or not h.placed or h.admitted:
+                continue
+            if priority <= h.view.priority and is_protected(h.view):
+                continue
+            yield h, 0
+
+
+def _place_gang(
+    s: JobState,
+    *,
+    todo: list[int],
+    demands: list[PodDemand],
+    cluster: Cluster,
+    released: list[_Released],
+    holders: Holders,
+) -> bool:
+    """Place the gang now; on success give back what still fits (see the contract)."""
+    if not cluster.covers(demands):
+        return False
+    nodes = cluster.place_all(demands, s.exclude)
+    if nodes is None:
+        return False
+    _fill(s, todo, nodes)
+    holders.note(s, cluster)
+    for r in reversed(released):
+        if len(r.h.placed) == r.start:
+            _give_back(r.h, cluster, r, check=True)
+        else:
+            r.release_kept(cluster)
+        r.h.victim = r.h.victim or not r.h.placed
+    return True

@@ -13,6 +13,7 @@ from lattice.primitives.times import format_time
 from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.placement import Cluster
+from lattice.scheduler.core.probe import ReleaseProbe
 from lattice.scheduler.core.room import Holders, growth_floor, release_from
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage
@@ -211,12 +212,15 @@ def _take_growth(
         if h is not s
         and any(free.may_use(n, d, s.exclude) for n in set(h.placed[growth_floor(h) :]))
     ]
-    extra: dict[str, list[PodDemand]] = {}
+    probe = ReleaseProbe(free, (d,), s.exclude)
     for h in later:
-        for i in range(growth_floor(h), len(h.placed)):
-            if h.placed[i]:
-                extra.setdefault(h.placed[i], []).append(h.view.pod_demand(i))
-    if not free.could_fit((d,), extra, s.exclude):
+        placed = h.placed
+        probe.add(
+            (placed[i], h.view.pod_demand(i))
+            for i in range(growth_floor(h), len(placed))
+            if placed[i]
+        )
+    if not probe.enough():
         holders.no_room[memo] = holders.gen
         return None
     for h in later:
