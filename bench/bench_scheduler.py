@@ -24,6 +24,7 @@ is checked on the constrained pass as well.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -153,13 +154,33 @@ def sort_by_order_key(views: tuple[JobView, ...], now: datetime) -> list[JobView
     return sorted(views, key=lambda j: order_key(j, queued_time=j.queued_time or now))
 
 
+# CPU time of each timed call, by the list of wall samples it belongs to: the machine is
+# shared, and on a loaded box the wall time of a pure computation is mostly other processes'.
+CPU: dict[int, list[float]] = {}
+
+
 def timed(fn: Callable[[], object], reps: int) -> list[float]:
-    out = []
+    """Wall ms of ``reps`` calls; their CPU ms (this process) go to ``CPU[id(result)]``."""
+    out, cpu = [], []
     for _ in range(reps):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         fn()
         out.append((time.perf_counter() - start) * 1000)
+        cpu.append((time.process_time() - start_cpu) * 1000)
+    CPU[id(out)] = cpu
     return out
+
+
+def goal(samples: list[list[float]], goal_ms: float) -> tuple[bool, str]:
+    """Whether wall p95 meets the goal, and a verdict naming wall, CPU and the load."""
+    wall = all(p95(s) <= goal_ms for s in samples)
+    cpu = all(p95(CPU[id(s)]) <= goal_ms for s in samples)
+    load = os.getloadavg()[0]
+    text = (
+        f"wall {'OK' if wall else 'MISSED'}, CPU {'OK' if cpu else 'MISSED'} "
+        f"(load average {load:.1f} on {os.cpu_count()} cores)"
+    )
+    return wall, text
 
 
 def p95(samples: list[float]) -> float:
@@ -168,9 +189,11 @@ def p95(samples: list[float]) -> float:
 
 
 def fmt(samples: list[float]) -> str:
+    cpu = CPU.get(id(samples))
+    tail = f"  cpu p95 {p95(cpu):8.1f}" if cpu else ""
     return (
         f"p50 {statistics.median(samples):8.1f}  p95 {p95(samples):8.1f}  "
-        f"max {max(samples):8.1f} ms"
+        f"max {max(samples):8.1f} ms{tail}"
     )
 
 
@@ -209,7 +232,7 @@ def run_constrained(
     tainted = sum(1 for n in snap.nodes if n.taints)
     steady = timed(partial(schedule, snap, now), reps)
     hot = timed(partial(schedule, burst_snap, burst_now), reps)
-    passed = p95(steady) <= goal_ms and p95(hot) <= goal_ms
+    passed, verdict = goal([steady, hot], goal_ms)
     print(
         f"    constrained   : {len(snap.nodes)} nodes in 5 pools ({tainted} tainted), "
         f"{len(running)} running jobs holding {pods} placed pods, "
@@ -220,7 +243,7 @@ def run_constrained(
         f"    burst (+{len(burst_snap.jobs) - len(snap.jobs)}) : {fmt(hot)}  "
         f"ratio to unconstrained {ratio(hot, plain[1])}"
     )
-    print(f"    goal p95 <= {goal_ms:.0f} ms (constrained): {'OK' if passed else 'MISSED'}")
+    print(f"    goal p95 <= {goal_ms:.0f} ms (constrained): {verdict}")
     return passed
 
 
@@ -246,7 +269,7 @@ def run_scale(
         steady = timed(partial(schedule, snap, now), reps)
         hot = timed(partial(schedule, burst_snap, burst_now), reps)
         ratio = statistics.median(steady) / statistics.median(base)
-        passed = p95(steady) <= goal_ms and p95(hot) <= goal_ms
+        passed, verdict = goal([steady, hot], goal_ms)
         ok = ok and passed
         print(
             f"{jobs:>6} jobs x {nodes:>5} nodes  {strategy.value:<21} "
@@ -256,7 +279,7 @@ def run_scale(
         print(f"    baseline sort : {fmt(base)}")
         print(f"    schedule      : {fmt(steady)}  ratio {ratio:5.1f}x baseline")
         print(f"    burst (+{len(burst_snap.jobs) - len(snap.jobs)}) : {fmt(hot)}")
-        print(f"    goal p95 <= {goal_ms:.0f} ms: {'OK' if passed else 'MISSED'}")
+        print(f"    goal p95 <= {goal_ms:.0f} ms: {verdict}")
         if constrained:
             ok = (
                 run_constrained(
