@@ -91,7 +91,7 @@ def _description(text: str | None) -> str:
 
 
 def render_configuration() -> str:
-    """The whole configuration reference as Markdown."""
+    """The configuration reference, generated from lattice.config, as Markdown."""
     rows = []
     for doc in FIELDS:
         info = Settings.model_fields[doc.field]
@@ -112,13 +112,7 @@ def render_configuration() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m lattice.docs_config [--output FILE] [--check]``; returns the exit code."""
-    return generated_file_main(
-        argv,
-        prog="python -m lattice.docs_config",
-        description="Generate the configuration reference from lattice.config.",
-        default_output=DEFAULT_OUTPUT,
-        render=render_configuration,
-    )
+    return generated_file_main(argv, render=render_configuration, default_output=DEFAULT_OUTPUT)
 
 
 if __name__ == "__main__":

@@ -246,7 +246,7 @@ def _state_path(d: CRDDescriptor) -> str:
 
 
 def render_api_reference() -> str:
-    """The whole reference as Markdown."""
+    """The API reference, generated from the Lattice API models, as Markdown."""
     packages, appears = _collect()
     out = [
         "# API Reference",
@@ -286,15 +286,15 @@ def render_api_reference() -> str:
 
 
 def generated_file_main(
-    argv: Sequence[str] | None,
-    *,
-    prog: str,
-    description: str,
-    default_output: Path,
-    render: Callable[[], str],
+    argv: Sequence[str] | None, *, render: Callable[[], str], default_output: Path
 ) -> int:
-    """The ``--output FILE`` / ``--check`` command of a generated document; the exit code."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    """The ``--output FILE`` / ``--check`` command of the document ``render`` makes; the exit
+    code. The command is ``python -m`` the module of ``render``, and the first line of its
+    docstring describes it."""
+    module = sys.modules[render.__module__]  # __main__ under python -m: its spec names it
+    name = module.__spec__.name if module.__spec__ is not None else render.__module__
+    description = (render.__doc__ or "").partition("\n")[0]
+    parser = argparse.ArgumentParser(prog=f"python -m {name}", description=description)
     parser.add_argument(
         "--output",
         type=Path,
@@ -321,13 +321,7 @@ def generated_file_main(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m lattice.api.docs [--output FILE] [--check]``; returns the exit code."""
-    return generated_file_main(
-        argv,
-        prog="python -m lattice.api.docs",
-        description="Generate the API reference from the Lattice API models.",
-        default_output=DEFAULT_OUTPUT,
-        render=render_api_reference,
-    )
+    return generated_file_main(argv, render=render_api_reference, default_output=DEFAULT_OUTPUT)
 
 
 if __name__ == "__main__":

@@ -195,6 +195,34 @@ class Demand:
     fixed_names: tuple[str, ...] = ()
     replica_prefix: str = ""
 
+    @classmethod
+    def of_pods(
+        cls,
+        *,
+        priority: int,
+        min_size: int,
+        max_size: int,
+        fixed: Sequence[PodDemand] = (),
+        fixed_names: Sequence[str] = (),
+        replica: PodDemand | None,
+        replica_prefix: str,
+        suspended: bool,
+    ) -> Demand:
+        """The demand of these pods: the units follow from each pod's demand (a job without an
+        elastic replica, ``replica=None``, has ``replica_units`` 0)."""
+        return cls(
+            priority=priority,
+            min_size=min_size,
+            max_size=max_size,
+            fixed_pods=tuple(p.units for p in fixed),
+            replica_units=replica.units if replica is not None else 0,
+            suspended=suspended,
+            fixed_demands=tuple(fixed),
+            replica_demand=replica,
+            fixed_names=tuple(fixed_names),
+            replica_prefix=replica_prefix,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunPolicyView:

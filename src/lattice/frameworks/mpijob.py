@@ -150,17 +150,15 @@ class MPIJobPlugin(KubeflowStatus):
         templates = [s for s in (worker, launcher) if s is not None]
         classes = [policy.scheduling_policy.priority_class if policy.scheduling_policy else None]
         classes += [(s.template.get("spec") or {}).get("priorityClassName") for s in templates]
-        return fw.Demand(
+        return fw.Demand.of_pods(
             priority=job_priority(classes=classes, annotations=job.metadata.annotations, ctx=ctx),
             min_size=size,
             max_size=size,
-            fixed_pods=(first.units,),
-            replica_units=workers.units if workers is not None else 0,
-            suspended=policy.suspend,
-            fixed_demands=(first,),
-            replica_demand=workers,
+            fixed=(first,),
             fixed_names=(f"{name}-launcher",),
+            replica=workers,
             replica_prefix=f"{name}-worker-",
+            suspended=policy.suspend,
         )
 
     def run_policy(self, job: MPIJob) -> fw.RunPolicyView:

@@ -178,17 +178,15 @@ class MXJobPlugin(KubeflowStatus):
         ordered = sorted(replica_types(job), key=lambda ts: ts[0] != REPLICA_WORKER)
         classes = [policy.scheduling_policy.priority_class if policy.scheduling_policy else None]
         classes += [(s.template.get("spec") or {}).get("priorityClassName") for _, s in ordered]
-        return fw.Demand(
+        return fw.Demand.of_pods(
             priority=job_priority(classes=classes, annotations=job.metadata.annotations, ctx=ctx),
             min_size=size,
             max_size=size,
-            fixed_pods=tuple(p.units for p in fixed),
-            replica_units=workers.units if workers is not None else 0,
-            suspended=policy.suspend,
-            fixed_demands=tuple(fixed),
-            replica_demand=workers,
-            fixed_names=tuple(names),
+            fixed=fixed,
+            fixed_names=names,
+            replica=workers,
             replica_prefix=child_prefix(name, REPLICA_WORKER),
+            suspended=policy.suspend,
         )
 
     def run_policy(self, job: MXJob) -> fw.RunPolicyView:

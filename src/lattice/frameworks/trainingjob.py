@@ -142,15 +142,13 @@ class TrainingJobPlugin:
     def demand(self, job: TrainingJob, ctx: fw.OperatorContext) -> fw.Demand:
         spec = job.spec.replica_specs.template.get("spec") or {}
         worker = pod_demand(spec, ctx, worker=True, exclusive=True)
-        return fw.Demand(
+        return fw.Demand.of_pods(
             priority=job.spec.priority,
             min_size=job.spec.min_size,
             max_size=job.spec.max_size,
-            fixed_pods=(),
-            replica_units=worker.units,
-            suspended=job.spec.run_policy.suspend,
-            replica_demand=worker,
+            replica=worker,
             replica_prefix=child_prefix(job.metadata.name or "", REPLICA_WORKER),
+            suspended=job.spec.run_policy.suspend,
         )
 
     def run_policy(self, job: TrainingJob) -> fw.RunPolicyView:

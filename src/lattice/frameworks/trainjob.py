@@ -181,17 +181,15 @@ class TrainJobPlugin(KubeflowStatus):
         order = sorted(job.replicated_jobs, key=lambda r: (r.name != job.trainer, r.initializer))
         classes = [(r.template.get("spec") or {}).get("priorityClassName") for r in order]
         annotations = job.trainjob.metadata.annotations
-        return Demand(
+        return Demand.of_pods(
             priority=job_priority(classes=classes, annotations=annotations, ctx=ctx),
             min_size=len(fixed) + job.min_nodes,
             max_size=len(fixed) + job.max_nodes,
-            fixed_pods=tuple(p.units for p in fixed),
-            replica_units=scaled.units if scaled is not None else 0,
-            suspended=job.suspend,
-            fixed_demands=tuple(fixed),
-            replica_demand=scaled,
-            fixed_names=tuple(names),
+            fixed=fixed,
+            fixed_names=names,
+            replica=scaled,
             replica_prefix=pod_name(job, job.scaled, 0, 0)[:-1] if job.scaled else "",
+            suspended=job.suspend,
         )
 
     def run_policy(self, job: ResolvedJob) -> RunPolicyView:

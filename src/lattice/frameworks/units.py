@@ -20,14 +20,21 @@ from lattice.primitives.quantity import resource_units as quantity_units
 __all__ = ["quantity_problems", "quantity_units"]
 
 
+def _entries(value: Any, *, field: str, problems: list[Problem]) -> Mapping[str, Any]:
+    """``value`` as an object: ``{}`` when it is absent, and when it is not an object (with a
+    problem added to ``problems``)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        problems.append(Problem(field, "must be an object"))
+        return {}
+    return value
+
+
 def _list_problems(values: Any, *, field: str) -> list[Problem]:
     """``values`` (a ``{resource: quantity}`` map) checked quantity by quantity."""
-    if values is None:
-        return []
-    if not isinstance(values, Mapping):
-        return [Problem(field, "must be an object")]
     problems: list[Problem] = []
-    for name, value in values.items():
+    for name, value in _entries(values, field=field, problems=problems).items():
         try:
             units = quantity_units(str(name), value)
         except ValueError:
@@ -40,13 +47,10 @@ def _list_problems(values: Any, *, field: str) -> list[Problem]:
 
 
 def _requirements_problems(resources: Any, *, field: str) -> list[Problem]:
-    if resources is None:
-        return []
-    if not isinstance(resources, Mapping):
-        return [Problem(field, "must be an object")]
     problems: list[Problem] = []
+    entries = _entries(resources, field=field, problems=problems)
     for kind in ("requests", "limits"):
-        problems += _list_problems(resources.get(kind), field=f"{field}.{kind}")
+        problems += _list_problems(entries.get(kind), field=f"{field}.{kind}")
     return problems
 
 

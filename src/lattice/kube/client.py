@@ -25,7 +25,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, Required, TypedDict, Unpack
 from urllib.parse import unquote, urlsplit, urlunsplit
 from urllib.request import getproxies, proxy_bypass
 
@@ -38,7 +38,19 @@ from lattice.kube.errors import ApiError, ServerError, error_from_response
 from lattice.kube.impersonation import Impersonation, loader_impersonation
 from lattice.kube.resources import Resource
 
-__all__ = ["KubeClient", "PatchType", "RequestObserver", "RestClient", "WatchEvent", "connect"]
+__all__ = [
+    "DeleteOptions",
+    "KubeClient",
+    "ListOptions",
+    "PatchOptions",
+    "PatchType",
+    "ReplaceOptions",
+    "RequestObserver",
+    "RestClient",
+    "WatchEvent",
+    "WatchOptions",
+    "connect",
+]
 
 Obj = dict[str, Any]
 
@@ -66,70 +78,76 @@ class RequestObserver(Protocol):
         ...
 
 
+class _Scope(TypedDict, total=False):
+    namespace: str | None
+    label_selector: str | None
+    field_selector: str | None
+
+
+class ListOptions(_Scope, total=False):
+    """The keyword options of ``KubeClient.list`` (each absent or None means unset)."""
+
+    resource_version: str | None
+    limit: int | None
+    continue_token: str | None
+
+
+class WatchOptions(_Scope, total=False):
+    """The keyword options of ``KubeClient.watch``; ``on_open`` is called once the apiserver
+    accepted the watch."""
+
+    resource_version: Required[str]
+    timeout_seconds: Required[int]
+    on_open: Callable[[], None] | None
+
+
+class PatchOptions(TypedDict, total=False):
+    """The keyword options of ``KubeClient.patch``: ``patch_type`` defaults to a merge patch,
+    ``force`` to False."""
+
+    namespace: str | None
+    subresource: str | None
+    patch_type: PatchType
+    field_manager: str | None
+    force: bool
+
+
+class ReplaceOptions(TypedDict, total=False):
+    """The keyword options of ``KubeClient.replace``."""
+
+    namespace: str | None
+    subresource: str | None
+
+
+class DeleteOptions(TypedDict, total=False):
+    """The keyword options of ``KubeClient.delete``: ``propagation`` defaults to Background."""
+
+    namespace: str | None
+    propagation: str
+    uid: str | None
+    grace_period_seconds: int | None
+
+
 class KubeClient(Protocol):
     """What the rest of the operator may ask of the API server."""
 
-    async def list(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        resource_version: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> Obj: ...
+    async def list(self, res: Resource, **opts: Unpack[ListOptions]) -> Obj: ...
 
-    def watch(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        resource_version: str,
-        timeout_seconds: int,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        on_open: Callable[[], None] | None = None,
-    ) -> AsyncIterator[WatchEvent]: ...
+    def watch(self, res: Resource, **opts: Unpack[WatchOptions]) -> AsyncIterator[WatchEvent]: ...
 
     async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj: ...
 
     async def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj: ...
 
     async def patch(
-        self,
-        res: Resource,
-        name: str,
-        body: Any,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        field_manager: str | None = None,
-        force: bool = False,
+        self, res: Resource, name: str, body: Any, **opts: Unpack[PatchOptions]
     ) -> Obj: ...
 
     async def replace(
-        self,
-        res: Resource,
-        name: str,
-        body: Obj,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
+        self, res: Resource, name: str, body: Obj, **opts: Unpack[ReplaceOptions]
     ) -> Obj: ...
 
-    async def delete(
-        self,
-        res: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        propagation: str = "Background",
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-    ) -> Obj: ...
+    async def delete(self, res: Resource, name: str, **opts: Unpack[DeleteOptions]) -> Obj: ...
 
     async def close(self) -> None: ...
 
@@ -253,59 +271,35 @@ class RestClient:
         parsed = json.loads(data) if data else {}
         return parsed if isinstance(parsed, dict) else {"items": parsed}
 
-    async def list(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        resource_version: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> Obj:
-        q: list[tuple[str, str]] = []
-        if label_selector:
-            q.append(("labelSelector", label_selector))
-        if field_selector:
-            q.append(("fieldSelector", field_selector))
-        if resource_version is not None:
+    async def list(self, res: Resource, **opts: Unpack[ListOptions]) -> Obj:
+        q = _selectors(opts)
+        if (resource_version := opts.get("resource_version")) is not None:
             q.append(("resourceVersion", resource_version))
-        if limit:
+        if limit := opts.get("limit"):
             q.append(("limit", str(limit)))
-        if continue_token:
+        if continue_token := opts.get("continue_token"):
             q.append(("continue", continue_token))
+        namespace = opts.get("namespace")
         resp = await self._request("LIST", "GET", res, res.path(namespace=namespace), query=q)
         return await self._json(resp)
 
-    async def watch(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        resource_version: str,
-        timeout_seconds: int,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        on_open: Callable[[], None] | None = None,
-    ) -> AsyncIterator[WatchEvent]:
+    async def watch(self, res: Resource, **opts: Unpack[WatchOptions]) -> AsyncIterator[WatchEvent]:
+        timeout_seconds = opts["timeout_seconds"]
         q: list[tuple[str, str]] = [
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
-            ("resourceVersion", resource_version),
+            ("resourceVersion", opts["resource_version"]),
             ("timeoutSeconds", str(timeout_seconds)),
+            *_selectors(opts),
         ]
-        if label_selector:
-            q.append(("labelSelector", label_selector))
-        if field_selector:
-            q.append(("fieldSelector", field_selector))
+        namespace = opts.get("namespace")
         # The server ends the stream after timeoutSeconds; the read timeout catches a silent,
         # half-open connection a little after that.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
         resp = await self._request(
             "WATCH", "GET", res, res.path(namespace=namespace), query=q, http_timeout=timeout
         )
-        if on_open is not None:
+        if (on_open := opts.get("on_open")) is not None:
             on_open()
         try:
             async for raw in resp.content:
@@ -332,23 +326,14 @@ class RestClient:
         resp = await self._request("CREATE", "POST", res, res.path(namespace=namespace), body=body)
         return await self._json(resp)
 
-    async def patch(
-        self,
-        res: Resource,
-        name: str,
-        body: Any,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        patch_type: PatchType = PatchType.MERGE,
-        field_manager: str | None = None,
-        force: bool = False,
-    ) -> Obj:
+    async def patch(self, res: Resource, name: str, body: Any, **opts: Unpack[PatchOptions]) -> Obj:
         q: list[tuple[str, str]] = []
-        if field_manager:
+        if field_manager := opts.get("field_manager"):
             q.append(("fieldManager", field_manager))
-        if force:
+        if opts.get("force", False):
             q.append(("force", "true"))
+        namespace, subresource = opts.get("namespace"), opts.get("subresource")
+        patch_type = opts.get("patch_type", PatchType.MERGE)
         path = res.path(namespace=namespace, name=name, subresource=subresource)
         resp = await self._request(
             "PATCH", "PATCH", res, path, query=q, body=body, content_type=patch_type.value
@@ -356,40 +341,38 @@ class RestClient:
         return await self._json(resp)
 
     async def replace(
-        self,
-        res: Resource,
-        name: str,
-        body: Obj,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
+        self, res: Resource, name: str, body: Obj, **opts: Unpack[ReplaceOptions]
     ) -> Obj:
+        namespace, subresource = opts.get("namespace"), opts.get("subresource")
         path = res.path(namespace=namespace, name=name, subresource=subresource)
         resp = await self._request("UPDATE", "PUT", res, path, body=body)
         return await self._json(resp)
 
-    async def delete(
-        self,
-        res: Resource,
-        name: str,
-        *,
-        namespace: str | None = None,
-        propagation: str = "Background",
-        uid: str | None = None,
-        grace_period_seconds: int | None = None,
-    ) -> Obj:
-        opts: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
-        if uid:
-            opts["preconditions"] = {"uid": uid}
-        if grace_period_seconds is not None:
-            opts["gracePeriodSeconds"] = grace_period_seconds
+    async def delete(self, res: Resource, name: str, **opts: Unpack[DeleteOptions]) -> Obj:
+        propagation = opts.get("propagation", "Background")
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if uid := opts.get("uid"):
+            body["preconditions"] = {"uid": uid}
+        if (grace_period_seconds := opts.get("grace_period_seconds")) is not None:
+            body["gracePeriodSeconds"] = grace_period_seconds
+        namespace = opts.get("namespace")
         resp = await self._request(
-            "DELETE", "DELETE", res, res.path(namespace=namespace, name=name), body=opts
+            "DELETE", "DELETE", res, res.path(namespace=namespace, name=name), body=body
         )
         return await self._json(resp)
 
     async def close(self) -> None:
         await self._api.close()
+
+
+def _selectors(opts: _Scope) -> list[tuple[str, str]]:
+    """The query parameters of a LIST's or WATCH's label and field selectors."""
+    q: list[tuple[str, str]] = []
+    if label_selector := opts.get("label_selector"):
+        q.append(("labelSelector", label_selector))
+    if field_selector := opts.get("field_selector"):
+        q.append(("fieldSelector", field_selector))
+    return q
 
 
 def _in_cluster(token_path: str | None) -> bool:

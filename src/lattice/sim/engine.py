@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from lattice.sim.trace import SimJob
@@ -85,32 +85,24 @@ class SimResult:
     timeline: tuple[tuple[float, int, int], ...]
 
 
+@dataclass(slots=True, eq=False)
 class _Run:
-    __slots__ = (
-        "ckpt_remaining",
-        "first_start",
-        "job",
-        "lost",
-        "remaining",
-        "resizes",
-        "restart_until",
-        "run_since_ckpt",
-        "size",
-        "stops",
-    )
+    """One admitted job's progress (``remaining`` and ``ckpt_remaining`` start at its work)."""
 
-    def __init__(self, job: SimJob) -> None:
-        self.job = job
-        self.size = 0
-        self.remaining = job.work
-        self.restart_until = -math.inf
-        self.first_start: float | None = None
-        self.resizes = 0
-        self.stops = 0
-        self.lost = 0.0
-        # Rigid jobs: the work left at the last checkpoint, and the run time since then.
-        self.ckpt_remaining = job.work
-        self.run_since_ckpt = 0.0
+    job: SimJob
+    size: int = 0
+    remaining: float = field(init=False)
+    restart_until: float = -math.inf
+    first_start: float | None = None
+    resizes: int = 0
+    stops: int = 0
+    lost: float = 0.0
+    # Rigid jobs: the work left at the last checkpoint, and the run time since then.
+    ckpt_remaining: float = field(init=False)
+    run_since_ckpt: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.remaining = self.ckpt_remaining = self.job.work
 
     def finish_at(self, now: float) -> float:
         rate = self.job.model.speedup(self.size)

@@ -44,8 +44,20 @@ class SpeedupModel(Protocol):
     def speedup(self, n: int) -> float: ...
 
 
+class _Model:
+    """A model's ``speedup``: none at ``n <= 0``, else ``at(n)`` (``n >= 1``)."""
+
+    __slots__ = ()
+
+    def speedup(self, n: int) -> float:
+        return self.at(n) if n > 0 else 0.0
+
+    def at(self, n: int) -> float:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, slots=True)
-class LinearCapped:
+class LinearCapped(_Model):
     """``min(n, cap)``: linear up to ``cap`` replicas, flat after."""
 
     cap: float | None = None
@@ -54,14 +66,12 @@ class LinearCapped:
     def name(self) -> str:
         return "linear" if self.cap is None else f"linear:{self.cap:g}"
 
-    def speedup(self, n: int) -> float:
-        if n <= 0:
-            return 0.0
+    def at(self, n: int) -> float:
         return float(n) if self.cap is None else min(float(n), self.cap)
 
 
 @dataclass(frozen=True, slots=True)
-class Amdahl:
+class Amdahl(_Model):
     """Amdahl's law with parallel fraction ``p``."""
 
     p: float
@@ -74,14 +84,12 @@ class Amdahl:
     def name(self) -> str:
         return f"amdahl:{self.p:g}"
 
-    def speedup(self, n: int) -> float:
-        if n <= 0:
-            return 0.0
+    def at(self, n: int) -> float:
         return 1.0 / ((1.0 - self.p) + self.p / n)
 
 
 @dataclass(frozen=True, slots=True)
-class AllReduce:
+class AllReduce(_Model):
     """Compute plus all-reduce: ``n * compute / (compute + alpha + beta * log2 n)`` for n >= 2."""
 
     app: str
@@ -93,9 +101,7 @@ class AllReduce:
     def name(self) -> str:
         return f"allreduce:{self.app}"
 
-    def speedup(self, n: int) -> float:
-        if n <= 0:
-            return 0.0
+    def at(self, n: int) -> float:
         if n == 1:
             return 1.0
         return n * self.compute / (self.compute + self.alpha + self.beta * math.log2(n))

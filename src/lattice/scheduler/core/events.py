@@ -1,8 +1,9 @@
 """Typed events for the scheduler decisions a user would ask about, and their messages.
 
 Contract:
-- Each event is a frozen value with a CamelCase ``reason`` (the Kubernetes event reason), an
-  event ``type`` (``Normal`` or ``Warning``) and a human ``message`` derived from its fields.
+- Each event is a frozen value with a CamelCase ``reason`` (the Kubernetes event reason: its
+  class's name), an event ``type`` (``Normal`` or ``Warning``) and a human ``message`` derived
+  from its fields.
 - Events are emitted only for changes, so re-running a pass on its own output emits none.
 - Times print as RFC 3339 seconds in UTC (``2026-01-01T00:10:00Z``); durations in Go's style
   (``5m0s``), matching what ``kubectl`` users see elsewhere.
@@ -53,9 +54,14 @@ class SchedulerEvent:
     """Base of every scheduler event."""
 
     reason: ClassVar[str] = "Scheduled"
+    """The Kubernetes event reason: each public kind's class name (see ``__init_subclass__``)."""
     type: ClassVar[str] = "Normal"
     text: ClassVar[str] = ""
     """The message of a kind whose message has no fields."""
+
+    def __init_subclass__(cls) -> None:
+        if not cls.__name__.startswith("_"):
+            cls.reason = cls.__name__
 
     @property
     def message(self) -> str:
@@ -81,15 +87,20 @@ class _Resized(SchedulerEvent):
 class Queued(SchedulerEvent):
     """A new (or resumed) job entered the queue."""
 
-    reason: ClassVar[str] = "Queued"
     text: ClassVar[str] = "Queued"
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownOver(SchedulerEvent):
+    """A cooled-down job is queued again with a fresh queued time."""
+
+    text: ClassVar[str] = "Cooldown over; queued again"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Admitted(SchedulerEvent):
     """A job that held nothing was started."""
 
-    reason: ClassVar[str] = "Admitted"
     size: int
     min_size: int
     max_size: int
@@ -103,8 +114,6 @@ class Admitted(SchedulerEvent):
 class Grown(_Resized):
     """A running job got more replicas."""
 
-    reason: ClassVar[str] = "Grown"
-
     @property
     def message(self) -> str:
         return self.change
@@ -114,7 +123,6 @@ class Grown(_Resized):
 class Shrunk(_Resized):
     """A running job lost replicas, naming the job that took them when there is one."""
 
-    reason: ClassVar[str] = "Shrunk"
     beneficiary: str | None = None
     beneficiary_admitted: bool = True
     to_max: bool = False
@@ -134,7 +142,6 @@ class Shrunk(_Resized):
 class Preempted(SchedulerEvent):
     """A running job was stopped (size 0, back to Waiting with its queued time)."""
 
-    reason: ClassVar[str] = "Preempted"
     type: ClassVar[str] = "Warning"
     old: int
     beneficiary: str | None = None
@@ -152,7 +159,6 @@ class Preempted(SchedulerEvent):
 class Requeued(SchedulerEvent):
     """A running job's pods stayed Pending too long: it was stopped and cools down."""
 
-    reason: ClassVar[str] = "Requeued"
     type: ClassVar[str] = "Warning"
     pending_for: timedelta
     cooldown_until: datetime
@@ -172,19 +178,10 @@ class Requeued(SchedulerEvent):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class CooldownOver(SchedulerEvent):
-    """A cooled-down job is queued again with a fresh queued time."""
-
-    reason: ClassVar[str] = "CooldownOver"
-    text: ClassVar[str] = "Cooldown over; queued again"
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Suspended(SchedulerEvent):
     """A job that held capacity was suspended and released it."""
 
-    reason: ClassVar[str] = "Suspended"
     old: int
 
     @property

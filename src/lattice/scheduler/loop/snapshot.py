@@ -51,7 +51,6 @@ from typing import Any, NamedTuple
 
 from lattice.api.constants import ANNOTATION_CHECKPOINTING
 from lattice.frameworks.base import (
-    Demand,
     InvalidJob,
     JobNotReady,
     JobPlugin,
@@ -86,7 +85,6 @@ __all__ = [
     "JobRead",
     "format_time",
     "is_finished",
-    "job_demand",
     "job_signature",
     "job_view",
     "read_job",
@@ -173,34 +171,6 @@ class JobRead(NamedTuple):
     naming: Naming
 
 
-def job_demand(
-    kind: str,
-    plugin: JobPlugin[Any],
-    obj: Mapping[str, Any],
-    ctx: OperatorContext,
-    *,
-    pinned: Mapping[str, Any] | None = None,
-) -> Demand | Invalid:
-    """The plugin's demand for one job object (parse, then demand), or :class:`Invalid`.
-
-    This is the costly part of :func:`job_view` (docs/performance.md), which the loop memoises.
-    """
-    meta = obj.get("metadata") or {}
-    key = job_key(
-        kind=kind, namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or "")
-    )
-    try:
-        if pinned is not None and isinstance(plugin, PinsInputs):
-            parsed = plugin.parse_pinned(obj, pinned, ctx)
-        else:
-            parsed = plugin.parse(obj, ctx)
-        return plugin.demand(parsed, ctx)
-    except (InvalidJob, JobNotReady) as exc:  # not ready (a missing runtime): skipped likewise
-        return Invalid(key=key, message=str(exc))
-    except Exception as exc:  # a plugin bug on odd input must never stop the whole pass
-        return Invalid(key=key, message=f"cannot read the job: {type(exc).__name__}: {exc}")
-
-
 def read_job(
     kind: str,
     plugin: JobPlugin[Any],
@@ -211,14 +181,23 @@ def read_job(
 ) -> JobRead | Invalid:
     """The core's view of one cached job object before any pod is observed, with the names its
     pods run under, or :class:`Invalid`. Depends only on the object, the pin and ``ctx``, so a
-    loop may memoise it per object version (:func:`with_pods` adds the pod observations)."""
+    loop may memoise it per object version (:func:`with_pods` adds the pod observations).
+
+    The plugin's parse and demand are the costly part (docs/performance.md)."""
     meta = obj.get("metadata") or {}
     namespace = str(meta.get("namespace") or "")
     name = str(meta.get("name") or "")
     key = job_key(kind=kind, namespace=namespace, name=name)
-    demand = job_demand(kind, plugin, obj, ctx, pinned=pinned)
-    if isinstance(demand, Invalid):
-        return demand
+    try:
+        if pinned is not None and isinstance(plugin, PinsInputs):
+            parsed = plugin.parse_pinned(obj, pinned, ctx)
+        else:
+            parsed = plugin.parse(obj, ctx)
+        demand = plugin.demand(parsed, ctx)
+    except (InvalidJob, JobNotReady) as exc:  # not ready (a missing runtime): skipped likewise
+        return Invalid(key=key, message=str(exc))
+    except Exception as exc:  # a plugin bug on odd input must never stop the whole pass
+        return Invalid(key=key, message=f"cannot read the job: {type(exc).__name__}: {exc}")
     naming = Naming(demand.fixed_names, demand.replica_prefix)
     state = get_path(obj, plugin.scheduling_path)
     stage = state.get("stage")
