@@ -110,6 +110,15 @@ class Settings(BaseModel):
             "requeued (image pulls and container creation do not count)"
         ),
     )
+    child_refusal_timeout: float = Field(
+        60.0,
+        gt=0,
+        description=(
+            "a running job whose children the apiserver has refused this long (403 from "
+            "admission or RBAC, a name taken by another object) is requeued and releases its "
+            "capacity"
+        ),
+    )
     cooldown_base: float = Field(60.0, gt=0, description="first requeue cooldown")
     cooldown_max: float = Field(10800.0, gt=0, description="cap of the exponential cooldown")
     slowdown_limit: float = Field(
@@ -191,6 +200,7 @@ FIELDS: tuple[SettingDoc, ...] = (
     _doc("queueing_strategy", "LATTICE_QUEUEING_STRATEGY"),
     _doc("resize_interval", "LATTICE_RESIZE_INTERVAL"),
     _doc("pending_timeout", "LATTICE_PENDING_TIMEOUT"),
+    _doc("child_refusal_timeout", "LATTICE_CHILD_REFUSAL_TIMEOUT"),
     _doc("cooldown_base", "LATTICE_COOLDOWN_BASE"),
     _doc("cooldown_max", "LATTICE_COOLDOWN_MAX"),
     _doc("slowdown_limit", "LATTICE_SLOWDOWN_LIMIT"),
@@ -240,6 +250,7 @@ _DURATIONS = {
     "watch_failure_timeout",
     "resize_interval",
     "pending_timeout",
+    "child_refusal_timeout",
     "cooldown_base",
     "cooldown_max",
     "starvation_limit",

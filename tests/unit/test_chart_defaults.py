@@ -39,6 +39,7 @@ MAPPED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "operator.schedulingUnit": ("scheduling_unit", str),
     "operator.queueingStrategy": ("queueing_strategy", str),
     "operator.pendingTimeout": ("pending_timeout", parse_seconds),
+    "operator.childRefusalTimeout": ("child_refusal_timeout", parse_seconds),
     "operator.cooldownBase": ("cooldown_base", parse_seconds),
     "operator.cooldownMax": ("cooldown_max", parse_seconds),
     "operator.resizeInterval": ("resize_interval", parse_seconds),

@@ -10,7 +10,12 @@ from the plugin's :class:`Messages`.
   from it.
 - ``mark_not_ready``: ``Created=False`` with the exception's reason and message; a Warning
   event only when that condition changed.
-- ``mark_created``: ``Created=True`` once (an event when the kind words one).
+- ``mark_created``: ``Created=True`` once (an event when the kind words one); not while the
+  condition shows a refusal (``child_refusals`` turns it back).
+- ``child_refusals``: after a reconcile's creates, ``Created=False`` with reason
+  ``ChildCreateRefused`` and the apiserver's messages while any create was refused (a Warning
+  event when it turns so), ``Created=True`` (``<Kind>Created``) again once none is
+  (``lattice.frameworks.refusals``: the scheduler requeues a job refused for too long).
 - ``mark_finished``: ``Failed`` or ``Succeeded``, preceded, for a kind that words it, by
   ``Running=False`` on a job never Running.
 - ``mark_restarting``: ``Restarting=True`` and an ``ExitedWithCode`` event per recreated pod
@@ -29,12 +34,14 @@ from collections.abc import Sequence
 
 from lattice.controllers.jobstatus import PREEMPTED, Step, condition_reason, condition_true
 from lattice.frameworks.base import InvalidJob, JobNotReady, Messages, PodView
+from lattice.frameworks.refusals import CHILD_CREATE_REFUSED
 
 __all__ = [
     "CREATED",
     "FAILED",
     "RESTARTED",
     "SUCCESSFUL",
+    "child_refusals",
     "mark_created",
     "mark_finished",
     "mark_not_ready",
@@ -70,7 +77,7 @@ def mark_not_ready(step: Step, exc: JobNotReady) -> None:
 
 
 def mark_created(step: Step, words: Messages) -> None:
-    if condition_true(step.exec, "Created"):
+    if condition_true(step.exec, "Created") or _refused(step):
         return
     kind, ns, name = words.kind, step.ref.namespace, step.ref.name
     msg = words.created(ns, name)
@@ -78,6 +85,37 @@ def mark_created(step: Step, words: Messages) -> None:
     if words.created_event:
         step.events.append(("Normal", f"{kind}Created", msg))
     step.counters.append(CREATED)
+
+
+def _refused(step: Step) -> bool:
+    return condition_reason(step.exec, "Created") == CHILD_CREATE_REFUSED and not condition_true(
+        step.exec, "Created"
+    )
+
+
+#: How many refused creates a ``ChildCreateRefused`` message quotes.
+_QUOTED = 3
+
+
+def child_refusals(step: Step, words: Messages, refused: Sequence[str]) -> None:
+    """Show this reconcile's refused creates, or that there are none any more."""
+    was = _refused(step)
+    if refused:
+        more = f" (+{len(refused) - _QUOTED} more)" if len(refused) > _QUOTED else ""
+        message = "the apiserver refused to create " + "; ".join(refused[:_QUOTED]) + more
+        if not was:
+            step.condition("Created", False, CHILD_CREATE_REFUSED, message)
+            step.events.append(("Warning", CHILD_CREATE_REFUSED, message))
+        else:  # still refused, maybe for another cause: the refusal keeps its start time
+            step.exec["conditions"] = [
+                {**c, "message": message}
+                if isinstance(c, dict) and c.get("type") == "Created"
+                else c
+                for c in step.exec.get("conditions") or ()
+            ]
+    elif was:
+        kind, ns, name = words.kind, step.ref.namespace, step.ref.name
+        step.condition("Created", True, f"{kind}Created", words.created(ns, name))
 
 
 def mark_finished(step: Step, words: Messages, *, failed: str | None, reason: str) -> None:

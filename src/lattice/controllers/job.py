@@ -25,7 +25,13 @@ Contract (level-triggered; the key is ``namespace/name``; each step's policy is 
    object its last write returned until the cache shows that write (``jobstatus.ReadBack``);
    events and counters follow the write that carries them. Failed child
    creates or deletes raise :class:`ChildSyncError` after the write (a retry with backoff);
-   creates the apiserver refused as malformed, and plugin errors, make the job Wrong.
+   creates the apiserver refused as malformed, and plugin errors, make the job Wrong. Creates
+   refused for a cause outside the manifest (403 admission or RBAC, 409 name clash) set
+   ``Created=False``/``ChildCreateRefused`` with the apiserver's message
+   (``conditions.child_refusals``) and requeue the key with a growing delay
+   (:func:`refusal_retry`), never raise: the scheduler requeues the job when the refusal
+   lasts (``lattice.frameworks.refusals``). A create that finds the namespace being deleted
+   ends the reconcile with nothing written or retried.
 
 Conditions follow Kubeflow: ``Created``, ``Running``, ``Restarting``, ``Succeeded``,
 ``Failed`` (and ``Suspended``), reasons ``<Kind><Condition>``; messages come from the plugin's
@@ -43,6 +49,7 @@ from typing import Any, Protocol
 from lattice.clock import Clock
 from lattice.controllers.children import ChildSync
 from lattice.controllers.conditions import (
+    child_refusals,
     mark_created,
     mark_finished,
     mark_not_ready,
@@ -81,6 +88,7 @@ from lattice.frameworks.base import (
     managed_elsewhere,
     messages_of,
 )
+from lattice.frameworks.refusals import refusal_of
 from lattice.kube import KubeClient
 from lattice.kube.resources import Resource
 from lattice.primitives.times import format_time, normalize_time, parse_opt_time
@@ -96,10 +104,20 @@ __all__ = [
     "ContextProvider",
     "JobReconciler",
     "kube_resource",
+    "refusal_retry",
 ]
 
 Obj = dict[str, Any]
 _EXPECTATION_RECHECK = 30.0
+#: Bounds of the delay before a refused create is tried again.
+_REFUSAL_RETRY = (1.0, 30.0)
+
+
+def refusal_retry(elapsed: float) -> float:
+    """Seconds before retrying creates refused for ``elapsed`` seconds so far: half of that,
+    within ``_REFUSAL_RETRY`` (1 s at first, then a doubling, at most 30 s)."""
+    low, high = _REFUSAL_RETRY
+    return min(high, max(low, elapsed / 2))
 
 
 class ChildSyncError(Exception):
@@ -228,6 +246,8 @@ class JobReconciler:
                 requeue = await self._active(step, job, ctx, pinned)
         except PLUGIN_BUGS as exc:
             return await self._wrong(Step(obj, self.plugin, now, ref), unbuildable(exc))
+        if step.gone:
+            return Result()  # the namespace is being deleted, and the job with it
         if step.rejected:
             return await self._wrong(step, rejected(step.rejected))
         await self._status.write(step)
@@ -235,6 +255,9 @@ class JobReconciler:
             # A failed create leaves no watch event behind and a failed delete changes nothing:
             # without this, a job whose pod create failed once waits for an unrelated event.
             raise ChildSyncError(step.errors)
+        if step.refused and (refusal := refusal_of(step.exec)) is not None:
+            retry = refusal_retry((now - refusal.since).total_seconds())
+            requeue = retry if requeue is None else min(requeue, retry)
         return Result(requeue_after=requeue) if requeue is not None else Result()
 
     def _held(self, step: Step, meta: Mapping[str, Any]) -> Result | None:
@@ -313,6 +336,7 @@ class JobReconciler:
         )
         keep = frozenset(progress.recreate)
         await self._rounds.apply(step, children, pods=pods, others=others, keep=keep)
+        child_refusals(step, words, step.refused)
         if size > 0 and start is None:
             step.exec["startTime"] = format_time(step.now)
         if progress.running and not progress.recreate:

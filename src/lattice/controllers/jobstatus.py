@@ -154,14 +154,22 @@ class Step:
         self.errors: list[str] = []
         #: Creates the apiserver refused as malformed: the job becomes Wrong.
         self.rejected: list[str] = []
+        #: Creates refused for a cause outside the manifest (403, 409 clash): the job shows
+        #: ``ChildCreateRefused`` (``lattice.frameworks.refusals``) and is retried.
+        self.refused: list[str] = []
+        #: A create found the job's namespace being deleted: nothing is retried.
+        self.gone = False
         self.finished = condition_true(self.exec, "Succeeded") or condition_true(
             self.exec, "Failed"
         )
 
     def absorb(self, outcome: Any) -> None:
-        """Collect a ``SyncOutcome``'s failures (``errors`` retried, ``rejected`` Wrong)."""
+        """Collect a ``SyncOutcome``'s failures (``errors`` retried, ``rejected`` Wrong,
+        ``refused`` shown and retried, ``gone`` dropped)."""
         self.errors.extend(outcome.errors)
         self.rejected.extend(outcome.rejected)
+        self.refused.extend(outcome.refused)
+        self.gone = self.gone or outcome.gone
 
     def condition(self, type: str, status: bool, reason: str, message: str) -> None:
         self.exec = put_condition(

@@ -39,9 +39,11 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
   ``children`` is a function of (job, size): its ``discover_hosts.sh`` lists every desired worker.
   ``observed_children`` (the ``ObservesChildren`` capability) then refines it with the observed
   pods: ``discover_hosts.sh`` lists only the Running workers (the reconciler updates the
-  ConfigMap in place), and under ``WaitForWorkersReady`` the launcher Job is left out until every
-  worker is Ready (``workers_ready``); once the launcher exists it is always kept, so a worker
-  that later turns unready never deletes it.
+  ConfigMap in place); the launcher Job is left out until every worker pod exists (a gang never
+  starts partially: refused workers never leave a launcher running alone; mpi-operator's
+  ``AtStartup`` creates it at once), under ``WaitForWorkersReady`` until every worker is Ready
+  (``workers_ready``); once the launcher exists it is always kept, so a worker that later turns
+  unready never deletes it.
 - **Messages** (``MPIJobMessages``) as mpi-operator words them: a ``MPIJobCreated`` event with
   the Created condition, ``MPIJobRunning`` event "MPIJob <ns>/<name> is running", Suspended
   "MPIJob suspended" / "MPIJob resumed", Running=False "MPIJob <ns>/<name> is suspended.", and a
@@ -172,7 +174,8 @@ class MPIJobPlugin(KubeflowStatus):
         return mpijob_children.children(job, size=size, ctx=ctx)
 
     #: ``ObservesChildren``: ``discover_hosts.sh`` from the Running workers; the launcher held
-    #: back under WaitForWorkersReady until every worker is Ready (kept once it exists).
+    #: back until every worker exists, under WaitForWorkersReady until every worker is Ready
+    #: (kept once it exists).
     observed_children = staticmethod(mpijob_children.observed_children)
 
     # ----------------------------------------------------------------------- status

@@ -5,9 +5,9 @@ launcher Job, with the MPI policy (``lattice.frameworks.policies.mpi``) applied.
 Contract (pure; the rules in full are in ``lattice.frameworks.mpijob``):
 - ``children(job, size=, ctx=)``: none at size 0, everything at any size > 0; a function of
   (job, size): its ``discover_hosts.sh`` lists every desired worker.
-- ``observed_children``: ``discover_hosts.sh`` lists only the Running workers, and under
-  ``WaitForWorkersReady`` the launcher Job is left out until every worker is Ready
-  (``workers_ready``); once it exists it is always kept.
+- ``observed_children``: ``discover_hosts.sh`` lists only the Running workers; the launcher
+  Job is left out until every worker pod exists, under ``WaitForWorkersReady`` until every
+  worker is Ready (``workers_ready``); once it exists it is always kept.
 - ``hostfile``/``discover_hosts``: the workers' FQDNs (``<host>.<job>.<ns>.svc[.<domain>]``), the
   launcher first with runLauncherAsWorker.
 """
@@ -132,8 +132,10 @@ def observed_children(
     pods: Sequence[PodView],
     others: Mapping[str, Mapping[str, Any]],
 ) -> Children:
-    """``discover_hosts.sh`` from the Running workers; the launcher held back under
-    WaitForWorkersReady until every worker is Ready (kept once it exists)."""
+    """``discover_hosts.sh`` from the Running workers; the launcher held back until every
+    worker exists (a gang never starts partially: workers the apiserver refuses keep the
+    launcher from running without them), under WaitForWorkersReady until every worker is
+    Ready; kept once it exists."""
     if not desired.jobs:
         return desired
     name = job.metadata.name or ""
@@ -153,7 +155,10 @@ def observed_children(
             config_maps.append(manifest)
     jobs = desired.jobs
     waits = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
-    if waits and f"Job/{name}-launcher" not in others and not workers_ready(job, pods):
+    live = {p.name for p in pods if p.deletion_timestamp is None}
+    if f"Job/{name}-launcher" not in others and (
+        not workers <= live or (waits and not workers_ready(job, pods))
+    ):
         jobs = tuple(j for j in jobs if j["metadata"]["name"] != f"{name}-launcher")
     return Children(
         pods=desired.pods,

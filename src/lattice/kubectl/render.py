@@ -11,7 +11,8 @@ Contract:
   ``stage``, ``currentSize``, ``minSize``, ``maxSize``, ``queuedTime``, ``waitingSeconds``,
   ``lastDecision``, ``reason``, ``message``...; ``null`` where the object has no value).
 - ``explain_text``: the scheduler's view first (stage, last decision, reason, position), a
-  one-line verdict from that persisted state (:func:`verdict`), the scheduler's own events
+  one-line verdict from that persisted state (:func:`verdict`; a child-creation refusal in
+  force comes first, with the apiserver's message), the scheduler's own events
   (reasons in :data:`SCHEDULER_REASONS`), for a ``Waiting`` job with a position the jobs ahead
   of it (the closest ``MAX_AHEAD``), the job's other details, then every other event; each list
   of events is its newest ``limit``, newest last.
@@ -186,6 +187,13 @@ def queue_document(rows: Iterable[JobRow], *, now: datetime, fmt: str) -> str:
 
 def verdict(r: JobRow, now: datetime) -> str:
     """Why the job is where it is, in one sentence, from its persisted state only."""
+    if r.refused and r.stage == Stage.RUNNING:
+        since = f" for {_since(now, r.refused_since)}" if r.refused_since is not None else ""
+        return (
+            f"It holds size {r.size}, but the apiserver has refused its children{since}: "
+            f"{r.refused}. Unless that stops, it is requeued after the operator's "
+            "--child-refusal-timeout and releases its capacity."
+        )
     if r.managed_by:
         return f"It is managed by {r.managed_by}; Lattice neither schedules nor runs it."
     if r.stage == Stage.WRONG:
@@ -209,8 +217,11 @@ def verdict(r: JobRow, now: datetime) -> str:
         if r.cooldown_time is not None:
             left = _since(r.cooldown_time, now) if r.cooldown_time > now else "0s"
             until = f"{format_time(r.cooldown_time)} (in {left})"
+        why = "Its pods stayed Pending past the pending timeout"
+        if "the apiserver refused its children" in r.last_decision:
+            why = f"The apiserver refused its children past the refusal timeout ({r.last_decision})"
         return (
-            "Its pods stayed Pending past the pending timeout, so it was requeued "
+            f"{why}, so it was requeued "
             f"({r.requeue_count} time(s)); it cools down until {until}, then queues again."
         )
     if r.stage == Stage.RUNNING:
@@ -297,6 +308,8 @@ def explain_text(
         ("Queued", queued),
         ("Message", r.message or NONE),
     ]
+    if r.refused:
+        job.append(("Refused", r.refused))
     width = max(len(k) for k, _ in (*decision, *job)) + 2
     out = [f"Job: {r.kind} {r.ref}", "", "Scheduler:"]
     out += _field_lines(decision, width)

@@ -5,8 +5,9 @@ Contract:
   accepts for a CRD (kind, plural, singular, short name, each optionally ``.<group>``).
 - ``job_row(kind, obj, ctx)`` reads the scheduler block at the plugin's ``scheduling_path``
   (``status`` for TrainingJob, ``status.lattice`` for the Kubeflow kinds) and takes priority and
-  min/max from the plugin's ``parse`` + ``demand`` (``None`` when the job does not parse). It
-  recomputes nothing the scheduler decides.
+  min/max from the plugin's ``parse`` + ``demand`` (``None`` when the job does not parse), and
+  from the reconciler's block at ``exec_path`` the child-creation refusal in force, if any
+  (``lattice.frameworks.refusals``). It recomputes nothing the scheduler decides.
 - ``queue_order`` is the scheduler order as persisted: running jobs first (the scheduler gives
   positions to waiting jobs only, as Kueue does), then the waiting jobs by ``queuePosition``,
   then the rest; ties and each group by priority (desc), ``queuedTime`` (unset last),
@@ -35,7 +36,9 @@ from lattice.api import Stage, constants
 from lattice.api.constants import Resource
 from lattice.api.crd import DESCRIPTORS
 from lattice.frameworks.base import InvalidJob, JobPlugin, OperatorContext, managed_elsewhere
+from lattice.frameworks.refusals import refusal_of
 from lattice.frameworks.registry import plugin_for
+from lattice.primitives.paths import get_path
 from lattice.primitives.times import parse_opt_time
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
@@ -80,6 +83,11 @@ class JobKind:
     def scheduling_path(self) -> tuple[str, ...]:
         """Where the scheduler block lives; Kubeflow kinds without a plugin yet: status.lattice."""
         return self.plugin.scheduling_path if self.plugin is not None else ("status", "lattice")
+
+    @property
+    def exec_path(self) -> tuple[str, ...]:
+        """Where the reconciler's conditions live (Kubeflow kinds without a plugin: status)."""
+        return self.plugin.exec_path if self.plugin is not None else ("status",)
 
 
 def _job_kind(res: constants.Resource) -> JobKind:
@@ -142,6 +150,9 @@ class JobRow:
     full_units: int = 0
     suspended: bool = False
     computed: bool = False
+    #: The apiserver refuses to create children of the job (``ChildCreateRefused``): its words.
+    refused: str = ""
+    refused_since: datetime | None = None
 
     @property
     def ref(self) -> str:
@@ -175,6 +186,7 @@ def job_row(kind: JobKind, obj: Mapping[str, Any], ctx: OperatorContext) -> JobR
     for step in kind.scheduling_path:
         state = state.get(step) if isinstance(state, Mapping) else None
     state = state if isinstance(state, Mapping) else {}
+    refusal = refusal_of(get_path(obj, kind.exec_path))
     priority = min_size = max_size = None
     invalid = ""
     suspended = False
@@ -215,6 +227,8 @@ def job_row(kind: JobKind, obj: Mapping[str, Any], ctx: OperatorContext) -> JobR
         attained_service=_number(state.get("attainedService")),
         full_units=full_units,
         suspended=suspended,
+        refused=refusal.message if refusal is not None else "",
+        refused_since=refusal.since if refusal is not None else None,
     )
 
 

@@ -61,6 +61,8 @@ class Event:
     type: str
     reason: str
     note: str
+    #: What the event is about (kind/name), for events on objects other than the job.
+    about: str = ""
 
 
 class Recorder:
@@ -70,8 +72,8 @@ class Recorder:
     def record(
         self, regarding: ObjectRef, *, type: str, reason: str, note: str, action: str = ""
     ) -> None:
-        del regarding, action
-        self.events.append(Event(type, reason, note))
+        del action
+        self.events.append(Event(type, reason, note, f"{regarding.kind}/{regarding.name}"))
 
     def reasons(self) -> list[str]:
         return [e.reason for e in self.events]

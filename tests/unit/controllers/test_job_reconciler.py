@@ -386,11 +386,14 @@ async def test_what_pods_consume_is_created_before_any_pod_or_job() -> None:
     w = World(MPIJobPlugin())
     w.apply(mpijob(), size=3)
     await w.reconcile("pi")
+    await w.reconcile("pi")  # the launcher once every worker exists
     creates = [(kind, name) for verb, kind, name in w.calls if verb == "create"]
     consumers = [i for i, (kind, _) in enumerate(creates) if kind in ("Pod", "Job")]
-    inputs = [i for i, (kind, _) in enumerate(creates) if kind not in ("Pod", "Job")]
+    inputs = [i for i, (kind, _) in enumerate(creates) if kind in ("ConfigMap", "Secret")]
     assert {kind for kind, _ in creates} == {"Service", "ConfigMap", "Secret", "Pod", "Job"}
     assert max(inputs) < min(consumers), creates
+    kinds = [kind for kind, _ in creates]
+    assert kinds.index("Service") < kinds.index("Job"), "the launcher resolves the workers at once"
 
 
 def _overlapping_creates(w: World) -> list[frozenset[str]]:
@@ -461,7 +464,8 @@ async def test_discover_hosts_lists_only_running_workers_updated_in_place() -> N
     w = World(MPIJobPlugin())
     w.apply(mpijob(), size=3)
     await w.reconcile("pi")
-    assert w.names("jobs") == ["pi-launcher"], "AtStartup: the launcher comes at once"
+    await w.reconcile("pi")  # the launcher once every worker exists
+    assert w.names("jobs") == ["pi-launcher"], "AtStartup: once every worker exists"
     w.set_pod("pi-worker-1", "Running")
     await w.reconcile("pi")
     config = w.get_obj("configmaps", "pi-config")
@@ -477,6 +481,7 @@ async def test_mpijob_success_cleans_only_workers_and_counts_both_metric_familie
     w = World(MPIJobPlugin())
     w.apply(mpijob(run={"cleanPodPolicy": "Running"}), size=3)
     await w.reconcile("pi")
+    await w.reconcile("pi")  # the launcher once every worker exists
     assert events(w, "MPIJobCreated") == [("Normal", f"MPIJob {NS}/pi is created.")]
     running(w, "pi-worker-0", "pi-worker-1")
     w.set_job_status("pi-launcher", {"active": 1, "ready": 1})
@@ -510,6 +515,7 @@ async def test_mpijob_launcher_failure_counts_failed() -> None:
     w = World(MPIJobPlugin())
     w.apply(mpijob(), size=3)
     await w.reconcile("pi")
+    await w.reconcile("pi")  # the launcher once every worker exists
     failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "x"}
     w.set_job_status("pi-launcher", {"failed": 1, "conditions": [failed]})
     await w.reconcile("pi")
@@ -530,6 +536,7 @@ async def test_suspended_mpijob_creates_nothing_until_resumed() -> None:
     w.edit_spec("pi", lambda s: s["runPolicy"].update(suspend=False))
     w.grant("pi", 3)
     await w.reconcile("pi")
+    await w.reconcile("pi")
     assert w.conditions("pi")["Suspended"]["message"] == "MPIJob resumed"
     assert w.names("jobs") == ["pi-launcher"]
     assert len(w.names("pods")) == 2
@@ -539,6 +546,7 @@ async def test_preempted_mpijob_stops_everything_and_comes_back() -> None:
     w = World(MPIJobPlugin())
     w.apply(mpijob(), size=3)
     await w.reconcile("pi")
+    await w.reconcile("pi")  # the launcher once every worker exists
     running(w, "pi-worker-0", "pi-worker-1")
     w.set_job_status("pi-launcher", {"active": 1, "ready": 1})
     await w.reconcile("pi")
@@ -550,6 +558,7 @@ async def test_preempted_mpijob_stops_everything_and_comes_back() -> None:
     assert (conds["Suspended"]["status"], conds["Suspended"]["reason"]) == ("True", "Preempted")
     assert "Failed" not in conds
     w.grant("pi", 3)
+    await w.reconcile("pi")
     await w.reconcile("pi")
     assert w.names("jobs") == ["pi-launcher"]
     assert w.conditions("pi")["Suspended"]["reason"] == "MPIJobResumed"
@@ -616,6 +625,7 @@ async def test_an_mpijob_finished_before_running_gets_running_false() -> None:
     w = World(MPIJobPlugin())
     w.apply(mpijob(), size=3)
     await w.reconcile("pi")
+    await w.reconcile("pi")  # the launcher once every worker exists
     complete = {"type": "Complete", "status": "True"}
     w.set_job_status("pi-launcher", {"succeeded": 1, "conditions": [complete]})
     await w.reconcile("pi")

@@ -54,7 +54,8 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    ``requeue_time or pending_since``; once now - requeue_time >= ``pending_timeout`` the job
    goes to ``RequeueCooldown`` with size 0, ``requeue_count`` += 1 and ``cooldown_time`` =
    now + min(cooldown_max, cooldown_base * 2**(requeue_count-1)), releasing its capacity in
-   this pass. ``requeue_time`` is None whenever no pod is pending or the job is not running.
+   this pass; so does one holding pods whose ``refused_since`` (the apiserver refuses its
+   children) is ``child_refusal_timeout`` old. ``requeue_time``: None unless a pod pends.
 8. Attained service: a ``Running`` job accrues units_in_use(current_size) * (now -
    service_updated_at) unit-seconds and ``service_updated_at`` = now; a job admitted now gets
    ``service_updated_at`` = now. Service is never reset.
@@ -62,7 +63,7 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    events; the same inputs always give the same plan.
 
 ``Plan.next_wakeup`` is the earliest time after now at which an unchanged snapshot could get
-another plan: a cooldown ending, a pending timeout expiring, a deferred growth becoming
+another plan: a cooldown ending, a pending timeout or refusal expiring, a deferred growth becoming
 allowed (only when a replica would fit), a LAS band change or a job gaining or losing its
 promotion.
 

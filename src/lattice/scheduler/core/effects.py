@@ -180,6 +180,8 @@ def next_wakeup(
                 times.append(since + config.refusal_grace)
             if s.grow_at is not None:
                 times.append(s.grow_at)
+            if s.view.refused_since is not None:
+                times.append(s.view.refused_since + config.child_refusal_timeout)
             if las:
                 crossing = _band_crossing(s, now=now, config=config)
                 if crossing is not None:

@@ -164,9 +164,17 @@ class Requeued(SchedulerEvent):
     cooldown_until: datetime
     requeue_count: int
     refused_on: tuple[str, ...] = ()
+    #: The apiserver's refusal of the job's children (then ``pending_for`` is how long it lasted).
+    refused_by: str = ""
 
     @property
     def message(self) -> str:
+        if self.refused_by:
+            return (
+                f"Requeued: the apiserver refused its children for "
+                f"{format_duration(self.pending_for)} ({self.refused_by}); "
+                f"cooldown until {format_time(self.cooldown_until)}"
+            )
         if self.refused_on:
             return (
                 f"Requeued: kube-scheduler refused its pods on {', '.join(self.refused_on)} "

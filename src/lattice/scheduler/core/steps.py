@@ -67,6 +67,10 @@ def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
         s.stage, s.queued = Stage.WAITING, now
         s.events.append(Queued())
     s.submit = s.submit or now
+    refused = v.refused_since if v.stage == Stage.RUNNING and v.current_size > 0 else None
+    if refused is not None and now - refused >= config.child_refusal_timeout:
+        _requeue(s, now=now, config=config, lasted=now - refused, refused_by=v.refused_message)
+        return False
     if v.stage != Stage.RUNNING or v.pending_since is None:
         s.requeue = None
         return True
@@ -74,15 +78,27 @@ def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
     if now - requeue < config.pending_timeout:
         s.requeue = requeue
         return True
-    s.count = v.requeue_count + 1
+    _requeue(s, now=now, config=config, lasted=now - requeue)
+    return False
+
+
+def _requeue(
+    s: JobState, *, now: datetime, config: SchedulerConfig, lasted: timedelta, refused_by: str = ""
+) -> None:
+    """Rule 7's requeue (a pending timeout, or children refused too long)."""
+    s.count = s.view.requeue_count + 1
     s.stage, s.requeue = Stage.REQUEUE_COOLDOWN, None
     s.cooldown = now + cooldown_for(s.count, config)
     s.events.append(
-        Requeued(pending_for=now - requeue, cooldown_until=s.cooldown, requeue_count=s.count)
+        Requeued(
+            pending_for=lasted,
+            cooldown_until=s.cooldown,
+            requeue_count=s.count,
+            refused_by=refused_by,
+        )
     )
     s.reason = s.events[-1].message
     s.resize(0, now)
-    return False
 
 
 def _accrue(s: JobState, now: datetime) -> None:

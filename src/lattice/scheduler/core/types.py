@@ -60,13 +60,15 @@ class SchedulerConfig:
     units at full size) is promoted (:mod:`lattice.scheduler.core.order`). The LAS bands start
     at ``las_first_band`` unit-seconds and grow by ``las_band_multiplier``; ``las_bands`` counts
     them (the last is open). ``cooldown_base`` doubles per requeue up to ``cooldown_max``. The
-    evidence for each default is in docs/simulate.md.
+    evidence for each default is in docs/simulate.md. ``child_refusal_timeout``: a running job
+    whose children the apiserver has refused this long (``JobView.refused_since``) is requeued.
     """
 
     strategy: Strategy = Strategy.LEAST_ATTAINED_SERVICE
     resize_interval: timedelta = timedelta(seconds=30)
     pending_timeout: timedelta = timedelta(minutes=5)
     refusal_grace: timedelta = timedelta(seconds=30)
+    child_refusal_timeout: timedelta = timedelta(seconds=60)
     cooldown_base: timedelta = timedelta(seconds=60)
     cooldown_max: timedelta = timedelta(hours=3)
     slowdown_limit: float = 4.0
@@ -76,7 +78,12 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         zero = timedelta(0)
-        for name in ("resize_interval", "pending_timeout", "refusal_grace"):
+        for name in (
+            "resize_interval",
+            "pending_timeout",
+            "refusal_grace",
+            "child_refusal_timeout",
+        ):
             if getattr(self, name) < zero:
                 raise ValueError(f"{name} must not be negative")
         if not self.slowdown_limit >= 0:
@@ -128,6 +135,9 @@ class JobView:
     the node of each pod the scheduler placed, by pod index (fixed pods first), as persisted
     (``""``: not placed); ``refused_nodes`` are nodes where kube-scheduler refused a placed pod
     of this job (the core moves those pods and avoids those nodes for the job in this pass).
+    ``refused_since`` is when the apiserver began refusing to create a child of this job (its
+    reconciler's ``ChildCreateRefused`` condition; ``None``: no refusal), ``refused_message``
+    the apiserver's words; only read while the job is ``Running``.
     ``preemptible_within_priority``: a running job with ``min_size == max_size`` may be stopped
     for a job of its own priority only when this is set (it checkpoints, so a restart loses
     little); elastic jobs (``min_size < max_size``) always may. Higher priority always may.
@@ -162,6 +172,8 @@ class JobView:
     replica_demand: PodDemand | None = None
     placement: tuple[str, ...] = ()
     refused_nodes: tuple[str, ...] = ()
+    refused_since: datetime | None = None
+    refused_message: str = ""
 
     def pod_demand(self, index: int) -> PodDemand:
         """The :class:`PodDemand` of pod ``index`` (fixed pods first, then replicas).

@@ -76,6 +76,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         strategy=Strategy(settings.queueing_strategy),
         resize_interval=timedelta(seconds=settings.resize_interval),
         pending_timeout=timedelta(seconds=settings.pending_timeout),
+        child_refusal_timeout=timedelta(seconds=settings.child_refusal_timeout),
         cooldown_base=timedelta(seconds=math.ceil(settings.cooldown_base)),
         cooldown_max=timedelta(seconds=math.ceil(settings.cooldown_max)),
         slowdown_limit=settings.slowdown_limit,

@@ -26,6 +26,8 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   From the pods (:func:`with_pods`, read only while stage is Running): ``pending_since``, the
   earliest time a live, undeleted pod of the job was reported ``PodScheduled=False`` reason
   ``Unschedulable`` (image pulls and container creation do not count), and ``refused_nodes``.
+  ``refused_since``/``refused_message``: the reconciler's ``ChildCreateRefused`` condition
+  (``lattice.frameworks.refusals``), when the apiserver refuses the job's children.
 - :func:`status_fields` is the inverse: the complete scheduler block (camelCase wire names of
   ``lattice.api.common.SchedulingStatus``) persisting a ``Decision``; ``None`` values are written
   as JSON null, which a merge patch turns into a removal. ``queuePosition`` is shown for the
@@ -37,8 +39,9 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   The fields of a finished job come from :mod:`~lattice.scheduler.loop.terminal`.
   :func:`status_patch` nests it at the plugin's path for a merge patch.
 - Trigger relevance: an informer update matters to the scheduler only when the object's
-  signature changes. :func:`job_signature`: uid, spec, labels, annotations and whether it is
-  finished (so the scheduler's own status writes are not a change); pods and nodes:
+  signature changes. :func:`job_signature`: uid, spec, labels, annotations, whether it is
+  finished and its child refusal (so the scheduler's own status writes are not a change); pods
+  and nodes:
   :mod:`~lattice.scheduler.loop.nodes`.
 """
 
@@ -57,6 +60,7 @@ from lattice.frameworks.base import (
     OperatorContext,
     PinsInputs,
 )
+from lattice.frameworks.refusals import refusal_of
 from lattice.primitives.paths import get_path
 from lattice.primitives.times import format_micro_time, parse_opt_time
 from lattice.runtime.projections import PodInfo
@@ -203,6 +207,7 @@ def read_job(
     stage = state.get("stage")
     stage = stage if isinstance(stage, str) else ""
     size = _int(state.get("currentSize"))
+    refusal = refusal_of(get_path(obj, plugin.exec_path))
     view = JobView(
         key=key,
         kind=kind,
@@ -232,6 +237,8 @@ def read_job(
         fixed_demands=demand.fixed_demands or _from_units(demand.fixed_pods, ctx),
         replica_demand=demand.replica_demand or _from_units((demand.replica_units,), ctx)[0],
         placement=read_placement(state, naming, size),
+        refused_since=None if refusal is None else refusal.since,
+        refused_message="" if refusal is None else refusal.message,
     )
     return JobRead(view, naming)
 
@@ -381,4 +388,5 @@ def job_signature(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> tuple[Any, 
         meta.get("annotations"),
         obj.get("spec"),
         is_finished(obj, plugin),
+        refusal_of(get_path(obj, plugin.exec_path)),
     )
