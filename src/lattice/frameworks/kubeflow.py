@@ -7,8 +7,9 @@ Contract (pure):
   ``validation_problems`` turns pydantic errors into :class:`Problem` values on camelCase paths.
 - ``job_priority`` picks a job's priority: the first of the given PriorityClass names that
   ``ctx.priority_classes`` knows (an unknown name is skipped), else the integer annotation
-  ``lattice.breezeml.ai/priority``, else ``ctx.default_priority``; ``priority_problems`` names a
-  non-integer annotation.
+  ``lattice.breezeml.ai/priority``, else ``ctx.default_priority``; ``priority_problems`` names an
+  annotation that is not an integer within TrainingJob's ``spec.priority`` range
+  ([-1e6, 1e9], the ceiling of user-defined PriorityClass values).
 - ``run_policy_view``: a Kubeflow ``runPolicy`` as a :class:`RunPolicyView`.
 - ``KubeflowStatus``: where the Kubeflow kinds (MPIJob, MXJob, TrainJob) keep their state: the
   upstream status at ``status`` and the scheduler's block at ``status.lattice``; a job the
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from lattice.api.common import RunPolicy
 from lattice.api.constants import ANNOTATION_PRIORITY
+from lattice.api.trainingjob import MAX_PRIORITY, MIN_PRIORITY
 from lattice.frameworks.base import InvalidJob, OperatorContext, Problem, RunPolicyView
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -74,12 +76,18 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
 
 
 def priority_problems(annotations: Mapping[str, str] | None) -> list[Problem]:
-    """A problem when the ``lattice.breezeml.ai/priority`` annotation is not an integer."""
+    """A problem when the ``lattice.breezeml.ai/priority`` annotation is not an integer in
+    [MIN_PRIORITY, MAX_PRIORITY]."""
     value = (annotations or {}).get(ANNOTATION_PRIORITY)
-    if value is None or _INTEGER.match(value.strip()):
+    if value is None:
         return []
     where = f"metadata.annotations[{ANNOTATION_PRIORITY}]"
-    return [Problem(where, f"must be an integer, got {value!r}")]
+    if not _INTEGER.match(value.strip()):
+        return [Problem(where, f"must be an integer, got {value!r}")]
+    if not MIN_PRIORITY <= int(value.strip()) <= MAX_PRIORITY:
+        why = f"must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {value.strip()}"
+        return [Problem(where, why)]
+    return []
 
 
 def job_priority(
