@@ -9,8 +9,10 @@
 4. A fault-injecting proxy (``tests/support/fault_proxy.py``: 429, 500, 409 on writes, dropped
    watches, slow answers) between the operator and the apiserver: everything converges.
 5. A hypothesis fuzz corpus of mutated TrainingJob/MPIJob/MXJob manifests: each is rejected at
-   apply time or accepted and then runs or carries a condition; the operator never crashes and a
-   valid job applied afterwards is scheduled.
+   apply time or accepted and then settles by the strict check (``tests/support/settled.py``:
+   failed or waiting with a reason, or running with all its pods; a stage alone is not enough,
+   so ``Running`` with 0 pods fails); the operator never crashes and a valid job applied
+   afterwards is scheduled.
 
 Sizes are small for CI; ``LATTICE_FAULT_SCALE`` multiplies the burst sizes (e.g. 5 for the
 issue's 500-job burst) and ``LATTICE_FUZZ_EXAMPLES`` sets the fuzz case count.
@@ -44,6 +46,7 @@ from tests.e2e.test_trainingjob_scheduling import GPU, World
 from tests.support.builders import trainingjob
 from tests.support.cluster import REPO, Cluster, KubectlError
 from tests.support.fault_proxy import FaultProxy, Faults
+from tests.support.settled import namespace_state, verdict
 from tests.support.wait import wait_for
 
 SCALE = float(os.environ.get("LATTICE_FAULT_SCALE", "1"))
@@ -518,15 +521,18 @@ def test_fuzz_corpus_never_crashes_operator(
         assert healthz(op) == 200
 
         def unsettled() -> list[str]:
+            """The strict check (tests/support/settled.py): a stage is not enough, a Running
+            job must have its pods, a Wrong or Waiting one a reason."""
+            state = namespace_state(crds_installed, namespace)
             out = []
             for kind, name in accepted:
                 obj = crds_installed.get_json(kind.lower(), name, "-n", namespace)
-                status = obj.get("status") or {}
-                if not status.get("conditions") and not status.get("stage"):
-                    out.append(f"{kind}/{name}")
+                seen = verdict(obj, state)
+                if not seen.settled:
+                    out.append(str(seen))
             return out
 
-        wait_for(unsettled, lambda u: not u, timeout=60, interval=1.0, what="accepted jobs")
+        wait_for(unsettled, lambda u: not u, timeout=90, interval=2.0, what="accepted jobs settled")
         world = World(crds_installed, namespace)
         world.apply(trainingjob("valid-after", min_size=1, max_size=1, priority=1000))
         wait_all_running(world, ["valid-after"], what="a valid job after the corpus")

@@ -11,10 +11,11 @@ the owning kind applies them in a model validator (operator-side defaulting).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 
 from pydantic import ConfigDict, Field
-from pydantic.config import JsonValue
+from pydantic.config import JsonDict, JsonValue
 
 from lattice.api.base import IntOrString, K8sModel, MicroTime, Object, PodTemplate, Time
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE
@@ -36,6 +37,8 @@ __all__ = [
     "SchedulingStatus",
     "Stage",
     "managed_by_rules",
+    "replica_names_frozen_while_running",
+    "while_running",
 ]
 
 MAX_REPLICAS = 100_000
@@ -108,6 +111,44 @@ def managed_by_rules(controller: str) -> list[JsonValue]:
             field_path=".managedBy",
         ),
     ]
+
+
+def while_running(block: str) -> str:
+    """CEL, at the root of a job: the *old* object held pods (``<block>.currentSize`` > 0, the
+    scheduler's grant). ``block`` is the scheduler block's path, ``status`` or
+    ``status.lattice``. The status subresource resets ``status`` on a spec update, so the old
+    block is what the scheduler last wrote; a status write leaves the spec as it was."""
+    parts = ["oldSelf", *block.split("."), "currentSize"]
+    present = [f"has({'.'.join(parts[: i + 1])})" for i in range(1, len(parts))]
+    return "(" + " && ".join([*present, f"{'.'.join(parts)} > 0"]) + ")"
+
+
+def replica_names_frozen_while_running(specs: str, block: str, types: Sequence[str]) -> JsonDict:
+    """A transition rule: while the job holds pods, no replica type (of ``types``) of map
+    ``spec.<specs>`` renames its first container (its pods would stop matching the kind's
+    container rules, and the job would turn invalid with its pods still running). The types
+    are spelled out and only the first container is compared: a ``map`` over the containers
+    exceeds the apiserver's CEL cost budget, the containers list having no ``maxItems``, and so
+    does a field selection (``specs.Worker``) where an index (``specs['Worker']``) does not."""
+    field = f"spec.{specs}"
+
+    def first(obj: str, key: str) -> str:
+        tpl = f"{obj}.{field}['{key}'].template"
+        containers = f"{tpl}.spec.containers"
+        return f"(has({tpl}.spec) && size({containers}) > 0 ? {containers}[0].name : '')"
+
+    same = [
+        f"(!('{t}' in self.{field}) || !('{t}' in oldSelf.{field}) || "
+        f"{first('self', t)} == {first('oldSelf', t)})"
+        for t in types
+    ]
+    return cel_rule(
+        f"!{while_running(block)} || (" + " && ".join(same) + ")",
+        f"{field}[*].template.spec.containers[0].name must not change while the job holds pods "
+        f"({block}.currentSize > 0): the running pods would no longer match the spec",
+        field_path=f".{field}",
+        reason="FieldValueForbidden",
+    )
 
 
 class SchedulingPolicy(K8sModel):

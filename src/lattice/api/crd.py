@@ -38,7 +38,12 @@ from lattice.api.mpijob import MPIJob, MPIJobSpec, mpijob_root_rules
 from lattice.api.mxjob import MXJob, MXJobSpec, mxjob_root_rules
 from lattice.api.runtime import ClusterTrainingRuntime, TrainingRuntime, TrainingRuntimeSpec
 from lattice.api.schema import canonical, structural_schema, structural_violations
-from lattice.api.trainingjob import TrainingJob, TrainingJobSpec, TrainingJobStatus
+from lattice.api.trainingjob import (
+    TrainingJob,
+    TrainingJobSpec,
+    TrainingJobStatus,
+    trainingjob_root_rules,
+)
 from lattice.api.trainjob import TrainJob, TrainJobSpec, TrainJobStatus, trainjob_root_rules
 
 __all__ = [
@@ -160,6 +165,7 @@ DESCRIPTORS: tuple[CRDDescriptor, ...] = (
             ),
             _AGE,
         ),
+        root_rules=tuple(trainingjob_root_rules()),
     ),
     *(
         _descriptor(res, models=models, short_name=short, root_rules=rules)

@@ -29,6 +29,7 @@ from lattice.api.common import (
     RestartPolicy,
     RunPolicy,
     managed_by_rules,
+    replica_names_frozen_while_running,
 )
 from lattice.api.constants import MANAGED_BY_MPI_OPERATOR, REPLICA_LAUNCHER, REPLICA_WORKER
 from lattice.api.schema import cel_rule, dns1035_name_rule
@@ -95,11 +96,15 @@ _REPLICA_RULES: list[JsonValue] = [
 ]
 
 
+INT32_MAX = 2**31 - 1
+"""Upstream's ``*int32`` bound of ``slotsPerWorker``."""
+
+
 class MPIJobSpec(K8sModel):
     """Desired state of an MPIJob."""
 
-    slots_per_worker: int = Field(1, ge=1)
-    """Slots per worker in the hostfile. Defaults to 1."""
+    slots_per_worker: int = Field(1, ge=1, le=INT32_MAX)
+    """Slots per worker in the hostfile (an int32 upstream). Defaults to 1."""
     run_launcher_as_worker: bool = False
     """Also run a worker process in the launcher. Defaults to false."""
     run_policy: MPIRunPolicy = Field(
@@ -162,6 +167,9 @@ def mpijob_root_rules() -> list[JsonDict]:
             "metadata.name is too long: the worker hostname <name>-worker-<index> must be at "
             "most 63 characters",
             field_path=".metadata.name",
+        ),
+        replica_names_frozen_while_running(
+            "mpiReplicaSpecs", "status.lattice", (REPLICA_LAUNCHER, REPLICA_WORKER)
         ),
     ]
 

@@ -31,6 +31,7 @@ from lattice.api.common import (
     RestartPolicy,
     RunPolicy,
     managed_by_rules,
+    replica_names_frozen_while_running,
 )
 from lattice.api.constants import MANAGED_BY_TRAINING_OPERATOR, MX_REPLICA_TYPES, REPLICA_SCHEDULER
 from lattice.api.schema import cel_rule, dns1035_name_rule
@@ -139,6 +140,7 @@ def mxjob_root_rules() -> list[JsonDict]:
             "metadata.name must be a DNS-1035 label (lowercase letters, digits and '-', "
             "starting with a letter)",
         ),
+        replica_names_frozen_while_running("mxReplicaSpecs", "status.lattice", MX_REPLICA_TYPES),
     ]
 
 

@@ -7,9 +7,11 @@ names the type ``Worker`` and sets ``replicas`` to ``status.currentSize``), an e
 Schema defaults (applied by the apiserver, mirrored by the models): ``minSize`` 1, ``maxSize`` 1,
 ``priority`` 0, ``injectLattice`` false, ``framework`` pytorch, ``runPolicy.cleanPodPolicy`` All,
 ``replicaSpecs.replicas`` 1, ``replicaSpecs.restartPolicy`` Never.
-Operator-side rules (not expressible in the schema): the first container must be named
-``trainingjob``; ``restartPolicy`` is forced to Never when ``injectLattice`` is set; an invalid job
-goes to stage ``Wrong``.
+Operator-side rules (kept out of the schema, as the seed had them): the first container must be
+named ``trainingjob``; ``restartPolicy`` is forced to Never when ``injectLattice`` is set; an
+invalid job goes to stage ``Wrong``. Transition rules (``trainingjob_root_rules``): while the
+job holds pods (``status.currentSize`` > 0), an update must not rename the first container nor
+change ``injectLattice`` or ``framework``, since the running pods were built from them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from enum import StrEnum
 from typing import Literal
 
 from pydantic import ConfigDict, Field
+from pydantic.config import JsonDict
 
 from lattice.api.base import K8sModel, ObjectMeta
 from lattice.api.common import (
@@ -27,6 +30,7 @@ from lattice.api.common import (
     RestartPolicy,
     RunPolicy,
     SchedulingStatus,
+    while_running,
 )
 from lattice.api.schema import cel_rule
 
@@ -39,6 +43,7 @@ __all__ = [
     "TrainingJobRunPolicy",
     "TrainingJobSpec",
     "TrainingJobStatus",
+    "trainingjob_root_rules",
 ]
 
 MIN_PRIORITY = -1_000_000
@@ -108,6 +113,43 @@ class TrainingJobStatus(SchedulingStatus):
 
     exec_status: JobStatus | None = None
     """Kubeflow job status of the pods the operator runs for the granted size."""
+
+
+_FIRST = "spec.replicaSpecs.template.spec.containers"
+
+
+def _first_name(obj: str) -> str:
+    tpl = f"{obj}.spec.replicaSpecs.template"
+    containers = f"{tpl}.spec.containers"
+    return f"(has({tpl}.spec) && size({containers}) > 0 ? {containers}[0].name : '')"
+
+
+def trainingjob_root_rules() -> list[JsonDict]:
+    """Transition rules: what must not change while the job holds pods (module docstring)."""
+    running = while_running("status")
+    why = "while the job holds pods (status.currentSize > 0): its running pods were built from it"
+    rules: list[JsonDict] = [
+        cel_rule(
+            f"!{running} || {_first_name('self')} == {_first_name('oldSelf')}",
+            f"{_FIRST}[0].name must not change {why}",
+            field_path=f".{_FIRST}",
+            reason="FieldValueForbidden",
+        )
+    ]
+    for field, default in (("injectLattice", "false"), ("framework", "'pytorch'")):
+
+        def value(obj: str, field: str = field, default: str = default) -> str:
+            return f"(has({obj}.spec.{field}) ? {obj}.spec.{field} : {default})"
+
+        rules.append(
+            cel_rule(
+                f"!{running} || {value('self')} == {value('oldSelf')}",
+                f"spec.{field} must not change {why}",
+                field_path=f".spec.{field}",
+                reason="FieldValueForbidden",
+            )
+        )
+    return rules
 
 
 class TrainingJob(K8sModel):

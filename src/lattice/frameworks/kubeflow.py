@@ -8,8 +8,8 @@ Contract (pure):
 - ``job_priority`` picks a job's priority: the first of the given PriorityClass names that
   ``ctx.priority_classes`` knows (an unknown name is skipped), else the integer annotation
   ``lattice.breezeml.ai/priority``, else ``ctx.default_priority``; ``priority_problems`` names an
-  annotation that is not an integer within TrainingJob's ``spec.priority`` bounds
-  (``MIN_PRIORITY`` .. ``MAX_PRIORITY``, 1e9), the same cap for every kind.
+  annotation that is not an integer within TrainingJob's ``spec.priority`` range
+  ([-1e6, 1e9], the ceiling of user-defined PriorityClass values).
 - ``run_policy_view``: a Kubeflow ``runPolicy`` as a :class:`RunPolicyView`.
 - ``KubeflowStatus``: where the Kubeflow kinds (MPIJob, MXJob, TrainJob) keep their state: the
   upstream status at ``status`` and the scheduler's block at ``status.lattice``; a job the
@@ -76,8 +76,8 @@ def validation_problems(exc: ValidationError) -> list[Problem]:
 
 
 def priority_problems(annotations: Mapping[str, str] | None) -> list[Problem]:
-    """A problem when the ``lattice.breezeml.ai/priority`` annotation is not an integer within
-    ``MIN_PRIORITY`` .. ``MAX_PRIORITY``."""
+    """A problem when the ``lattice.breezeml.ai/priority`` annotation is not an integer in
+    [MIN_PRIORITY, MAX_PRIORITY]."""
     value = (annotations or {}).get(ANNOTATION_PRIORITY)
     if value is None:
         return []
@@ -85,8 +85,8 @@ def priority_problems(annotations: Mapping[str, str] | None) -> list[Problem]:
     if not _INTEGER.match(value.strip()):
         return [Problem(where, f"must be an integer, got {value!r}")]
     if not MIN_PRIORITY <= int(value.strip()) <= MAX_PRIORITY:
-        bounds = f"between {MIN_PRIORITY} and {MAX_PRIORITY} (1e9)"
-        return [Problem(where, f"must be an integer {bounds}, got {value.strip()}")]
+        why = f"must be between {MIN_PRIORITY} and {MAX_PRIORITY}, got {value.strip()}"
+        return [Problem(where, why)]
     return []
 
 

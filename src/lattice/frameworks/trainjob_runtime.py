@@ -147,11 +147,15 @@ def _trainjob(obj: Mapping[str, Any]) -> TrainJob:
     resources = (tj.spec.trainer.resources_per_node if tj.spec.trainer else None) or {}
     for kind in ("limits", "requests"):
         for res, value in (resources.get(kind) or {}).items():
+            where = f"spec.trainer.resourcesPerNode.{kind}[{res}]"
             try:
-                quantity_units(res, value)
+                units = quantity_units(res, value)
             except ValueError:
-                where = f"spec.trainer.resourcesPerNode.{kind}[{res}]"
                 problems.append(Problem(where, f"must be a quantity, got {value!r}"))
+                continue
+            if units < 0:
+                why = f"must be greater than or equal to 0, got {value!r}"
+                problems.append(Problem(where, why))
     if problems:
         raise InvalidJob(problems)
     return tj

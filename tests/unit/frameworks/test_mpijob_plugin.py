@@ -141,6 +141,21 @@ def without_worker() -> Obj:
             id="priority annotation that is not an integer",
         ),
         pytest.param(
+            {
+                **pi(),
+                "metadata": {
+                    "name": "pi",
+                    "annotations": {"lattice.breezeml.ai/priority": "-2000001"},
+                },
+            },
+            NODE,
+            [
+                "metadata.annotations[lattice.breezeml.ai/priority]: must be between -1000000 "
+                "and 1000000000, got -2000001"
+            ],
+            id="priority annotation below TrainingJob's floor (issue 26)",
+        ),
+        pytest.param(
             pi(mpiReplicaSpecs={"Worker": replica(pi(), "Worker")}),
             NODE,
             [f"{SPECS}.Launcher: must have Launcher replica spec"],

@@ -859,6 +859,24 @@ LONG = "t" * 55
             id="malformed resourcesPerNode",
         ),
         pytest.param(
+            tj(trainer={"resourcesPerNode": {"limits": {"nvidia.com/gpu": -2}}}),
+            NODE,
+            [
+                "spec.trainer.resourcesPerNode.limits[nvidia.com/gpu]: must be greater than or "
+                "equal to 0, got -2"
+            ],
+            id="negative resourcesPerNode (was a traceback per retry, issue 26)",
+        ),
+        pytest.param(
+            with_classes(tj(), str(2**40)),
+            NODE,
+            [
+                "metadata.annotations[lattice.breezeml.ai/priority]: must be between -1000000 "
+                "and 1000000000, got 1099511627776"
+            ],
+            id="priority annotation 2^40 (issue 26)",
+        ),
+        pytest.param(
             tj(initializer={"dataset": {"storageUri": "hf://x"}}),
             NODE,
             [
