@@ -10,8 +10,9 @@ Contract (level-triggered; the key is ``namespace/name``; each step's policy is 
    resolves.
 3. A finished job (Succeeded or Failed condition) is cleaned up per ``cleanPodPolicy`` and
    deleted ``ttlSecondsAfterFinished`` after its completion (``finished``).
-4. A Wrong job waits for a new spec; a job whose expectations are unsatisfied waits for the
-   cache.
+4. A Wrong job's live pods and Services are stopped once its status is written (its pods hold
+   capacity until they are gone); it then waits for a new spec. A job whose expectations are
+   unsatisfied waits for the cache.
 5. Otherwise (``_active``): apply the kind's status rules to the live pods
    (``plugin.progress``) and the failure policy (``failure``: recreations, deadline,
    backoffLimit); finish the job, or recreate the pods the rules name and make the children match
@@ -273,6 +274,12 @@ class JobReconciler:
     async def _wrong(self, step: Step, exc: InvalidJob) -> Result:
         mark_wrong(step, self.kind, exc)
         await self._status.write(step)
+        # Its pods are stopped: they hold capacity the scheduler counts until they are gone.
+        live = [p for p in self._owned.pods(step.ref) if p.deletion_timestamp is None]
+        if live:
+            await self._cleanup.stop_all(step, live)
+            if step.errors:
+                raise ChildSyncError(step.errors)
         return Result()
 
     async def _active(

@@ -315,6 +315,27 @@ async def test_preemption_stops_every_pod_and_never_fails_or_charges() -> None:
     assert w.exec_status("mx")["replicaStatuses"]["Worker"]["failed"] == 0
 
 
+async def test_a_job_turned_invalid_while_running_stops_its_pods() -> None:
+    """Issue 26: its pods hold capacity the scheduler counts until they are gone, so a job the
+    operator finds invalid while it runs is marked Failed and its pods are stopped."""
+    w = World(MXJobPlugin())
+    w.apply(mxjob(), size=3)
+    await w.reconcile("mx")
+    running(w, *MX_PODS)
+    await w.reconcile("mx")
+
+    def negative_cpu(spec: Obj) -> None:
+        container = spec["mxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        container["resources"] = {"requests": {"cpu": "-2"}}
+
+    w.edit_spec("mx", negative_cpu)
+    await w.reconcile("mx")
+    assert w.names("pods") == []
+    failed = w.conditions("mx")["Failed"]
+    assert failed["status"] == "True"
+    assert "resources" in failed["message"]
+
+
 async def test_a_job_preempted_before_its_running_condition_was_written_shows_preempted() -> None:
     """The e2e race: the scheduler took the pods back before any reconcile saw them run, and
     the first write of the preemption conflicted. The stored ``startTime`` still says the job
