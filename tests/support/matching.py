@@ -2,6 +2,8 @@
 
 Contract: ``Call`` is one request as ``MemoryClient`` records it; ``Match`` says which requests a
 fault, gate or hook applies to and ``Rule`` counts down how many more it applies to.
+``Version`` is one stored version of an object (JSON text, plus the namespace and labels that
+selectors read); ``version_of`` makes one.
 ``match_labels`` takes equality-based label selectors (``k=v``, ``k==v``, ``k!=v``,
 ``k``, ``!k``, comma-joined: every term must hold); ``match_fields`` takes field selectors of
 dotted paths (``a.b=v``, ``a.b==v``, ``a.b!=v``), a missing field reading as "". An empty or
@@ -11,13 +13,16 @@ dotted paths (``a.b=v``, ``a.b==v``, ``a.b!=v``), a missing field reading as "".
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from lattice.kube.resources import Resource
 
-__all__ = ["Call", "Hook", "Match", "Rule", "match_fields", "match_labels"]
+__all__ = ["Call", "Hook", "Match", "Rule", "Version", "match_fields", "match_labels", "version_of"]
+
+Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,33 @@ class Rule:
             self.times -= 1
             if self.times <= 0:
                 rules.remove(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One stored version of an object: what selectors read, and the object as JSON text."""
+
+    namespace: str
+    labels: dict[str, str]
+    text: bytes
+
+    def load(self) -> Obj:
+        obj: Obj = json.loads(self.text)
+        return obj
+
+    def matches(self, namespace: str | None, labels: str | None, fields: str | None) -> bool:
+        return (
+            namespace in (None, self.namespace)
+            and match_labels(self.labels, labels)
+            and (not fields or match_fields(self.load(), fields))
+        )
+
+
+def version_of(obj: Obj) -> Version:
+    """``obj`` as a stored version (its JSON text, compact)."""
+    meta = obj.get("metadata") or {}
+    text = json.dumps(obj, separators=(",", ":")).encode()
+    return Version(str(meta.get("namespace") or ""), dict(meta.get("labels") or {}), text)
 
 
 def match_labels(labels: Mapping[str, str], selector: str | None) -> bool:

@@ -1,9 +1,10 @@
 """One in-memory fake of the API seam (``lattice.kube.KubeClient``) for unit tests and benches.
 
 Contract (what a real apiserver does, for the parts the operator relies on):
-- Objects are kept per (plural, namespace, name); every read returns a deep copy, so a caller
-  never shares state with the store. ``seed`` puts objects in (or replaces them) without a
-  request; ``stored``, ``items`` and ``names`` read the store without one.
+- Objects are kept per (plural, namespace, name) as compact JSON, which the store and the watch
+  history share; every read parses its own copy (as ``RestClient`` parses a response), so a
+  caller never shares state with the store; objects must be JSON values. ``seed`` puts objects
+  in (or replaces them) without a request; ``stored``, ``items`` and ``names`` read the store.
 - One resourceVersion counter for the whole store (as etcd's revision): every write bumps it and
   stamps the object. ``list`` answers with the current one.
 - ``create`` assigns ``uid``, ``resourceVersion``, ``generation: 1`` and ``creationTimestamp``
@@ -50,10 +51,10 @@ from lattice.clock import Clock, FakeClock, yield_now
 from lattice.kube import AlreadyExists, Conflict, Gone, NotFound, PatchType, WatchEvent
 from lattice.kube.resources import Resource
 from lattice.primitives.times import format_time
-from tests.support.matching import Call, Hook, Match, Rule, match_fields, match_labels
+from tests.support.matching import Call, Hook, Match, Rule, Version, version_of
 from tests.support.patches import apply_json_patch, apply_merge_patch
 
-__all__ = ["Call", "Hook", "MemoryClient", "match_fields", "match_labels"]
+__all__ = ["Call", "Hook", "MemoryClient"]
 
 Obj = dict[str, Any]
 Key = tuple[str, str, str]
@@ -74,11 +75,12 @@ class MemoryClient:
         self.served: list[Call] = []
         self.inflight = 0
         self.max_inflight = 0
-        self._objects: dict[Key, Obj] = {}
+        self._objects: dict[Key, Version] = {}
         self._rv = 0
         self._uid = itertools.count(1)
-        self._log: dict[str, list[tuple[int, str, Obj]]] = {}  # plural -> (rv, type, object)
+        self._log: dict[str, list[tuple[int, str, Version]]] = {}  # plural -> (rv, type, obj)
         self._sorted_keys: dict[str, Keys] = {}
+        self._latest: dict[str, int] = {}
         self._compacted = 0
         self._changed = asyncio.Condition()
         self._epoch = 0
@@ -146,12 +148,12 @@ class MemoryClient:
     def stored(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj | None:
         """The stored object (a copy), or ``None``."""
         obj = self._objects.get(self._key(res, name, namespace))
-        return copy.deepcopy(obj) if obj is not None else None
+        return obj.load() if obj is not None else None
 
     def items(self, res: Resource, *, namespace: str | None = None) -> list[Obj]:
         """Copies of the stored objects of ``res`` (in ``namespace`` when given), by key."""
         return [
-            copy.deepcopy(obj)
+            obj.load()
             for (plural, ns, _), obj in sorted(self._objects.items())
             if plural == res.plural and namespace in (None, ns)
         ]
@@ -167,8 +169,9 @@ class MemoryClient:
         no history (a watch from an older version gets 410), calls, faults, gates or hooks:
         what a restarted operator lists."""
         other = MemoryClient(clock=self.clock, page_size=self.page_size, yields=self.yields)
-        other._objects = copy.deepcopy(self._objects)
+        other._objects = dict(self._objects)  # versions are immutable: share them
         other._rv = other._compacted = self._rv
+        other._latest = dict(self._latest)
         other._uid = itertools.count(next(self._uid))
         return other
 
@@ -188,6 +191,11 @@ class MemoryClient:
         """Wake every open watch stream, so that it delivers what ``seed`` stored."""
         async with self._changed:
             self._changed.notify_all()
+
+    def latest(self, res: Resource) -> str:
+        """The resourceVersion of the last change to ``res`` ("0": none): a watch of all of it
+        that has delivered this one is caught up."""
+        return str(self._latest.get(res.plural, 0))
 
     @property
     def resource_version(self) -> str:
@@ -210,14 +218,13 @@ class MemoryClient:
         selectors = {"label_selector": label_selector or "", "field_selector": field_selector or ""}
         call = Call("list", res.plural, namespace or "", **selectors)
         async with self._serving(call, res, namespace):
-            found = []
-            for key in self._sorted(res.plural):
-                obj = self._objects[key]
-                if namespace is not None and res.namespaced and key[1] != namespace:
-                    continue
-                labels = obj["metadata"].get("labels") or {}
-                if match_labels(labels, label_selector) and match_fields(obj, field_selector):
-                    found.append(obj)
+            scope = namespace if res.namespaced else None
+            objects = self._objects
+            found = [
+                stored
+                for key in self._sorted(res.plural)
+                if (stored := objects[key]).matches(scope, label_selector, field_selector)
+            ]
             caps = [n for n in (limit, self.page_size) if n]
             size = min(caps) if caps else 0
             start = int(continue_token or 0)
@@ -230,7 +237,7 @@ class MemoryClient:
                 "apiVersion": res.api_version,
                 "kind": f"{res.kind}List",
                 "metadata": {"resourceVersion": self.resource_version, "continue": more},
-                "items": [copy.deepcopy(obj) for obj in found],
+                "items": [stored.load() for stored in found],
             }
 
     async def watch(
@@ -259,16 +266,12 @@ class MemoryClient:
         while True:
             # The log is in resourceVersion order; compact() empties it in place.
             at = bisect.bisect_right(log, since, key=lambda entry: entry[0])
+            scope = namespace if res.namespaced else None
             while at < len(log):
-                rv, etype, obj = log[at]
+                since, etype, stored = log[at]
                 at += 1
-                since = rv
-                meta = obj["metadata"]
-                if namespace is not None and res.namespaced and meta.get("namespace") != namespace:
-                    continue
-                labels = meta.get("labels") or {}
-                if match_labels(labels, label_selector) and match_fields(obj, field_selector):
-                    yield WatchEvent(etype, copy.deepcopy(obj))
+                if stored.matches(scope, label_selector, field_selector):
+                    yield WatchEvent(etype, stored.load())
             async with self._changed:
                 if self._epoch != epoch:
                     return
@@ -279,7 +282,7 @@ class MemoryClient:
 
     async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
         async with self._serving(Call("get", res.plural, namespace or "", name), res, namespace):
-            return copy.deepcopy(self._existing(res, name, namespace))
+            return self._existing(res, name, namespace)
 
     async def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj:
         obj = copy.deepcopy(body)
@@ -356,10 +359,11 @@ class MemoryClient:
             del self._objects[self._key(res, name, namespace)]
             self._sorted_keys.pop(res.plural, None)
             self._rv += 1
-            gone = copy.deepcopy(old)
-            gone["metadata"]["resourceVersion"] = self.resource_version
-            await self._publish(res.plural, "DELETED", gone)
-            return copy.deepcopy(gone)
+            old["metadata"]["resourceVersion"] = self.resource_version
+            self._log.setdefault(res.plural, []).append((self._rv, "DELETED", version_of(old)))
+            self._latest[res.plural] = self._rv
+            await self.notify_watches()
+            return old
 
     async def close(self) -> None:
         await self.end_watches()
@@ -414,10 +418,11 @@ class MemoryClient:
             self.inflight -= 1
 
     def _existing(self, res: Resource, name: str, namespace: str | None) -> Obj:
+        """A copy of the stored object, or ``NotFound``."""
         obj = self._objects.get(self._key(res, name, namespace))
         if obj is None:
             raise NotFound(404, "NotFound", f'{res.plural} "{name}" not found')
-        return obj
+        return obj.load()
 
     @staticmethod
     def _precondition(old: Obj, want: object) -> None:
@@ -436,24 +441,23 @@ class MemoryClient:
         return obj
 
     def _store(self, res: Resource, etype: str, obj: Obj) -> Obj:
+        """Stamp ``obj`` (the caller's own copy) with the next resourceVersion, store it and log
+        the event; returns ``obj``."""
         self._rv += 1
-        obj["metadata"]["resourceVersion"] = self.resource_version
         meta = obj["metadata"]
+        meta["resourceVersion"] = self.resource_version
         key = self._key(res, meta["name"], meta.get("namespace"))
         if key not in self._objects:
             self._sorted_keys.pop(res.plural, None)
-        self._objects[key] = obj
-        self._log.setdefault(res.plural, []).append((self._rv, etype, copy.deepcopy(obj)))
-        return copy.deepcopy(obj)
+        self._objects[key] = version = version_of(obj)
+        self._log.setdefault(res.plural, []).append((self._rv, etype, version))
+        self._latest[res.plural] = self._rv
+        return obj
 
     async def _write(self, res: Resource, etype: str, obj: Obj) -> Obj:
         out = self._store(res, etype, obj)
         await self.notify_watches()
         return out
-
-    async def _publish(self, plural: str, etype: str, obj: Obj) -> None:
-        self._log.setdefault(plural, []).append((self._rv, etype, copy.deepcopy(obj)))
-        await self.notify_watches()
 
     async def _update(self, res: Resource, old: Obj, new: Obj, subresource: str | None) -> Obj:
         if subresource == "status":
@@ -475,7 +479,7 @@ class MemoryClient:
             if fixed in old["metadata"]:
                 merged["metadata"][fixed] = old["metadata"][fixed]
         if merged == old:
-            return copy.deepcopy(old)  # a no-op write keeps the resourceVersion, as the apiserver
+            return old  # a no-op write keeps the resourceVersion, as the apiserver
         return await self._write(res, "MODIFIED", merged)
 
 
