@@ -220,13 +220,14 @@ def memory_main(a: argparse.Namespace) -> None:
             )
         )
         hdr = (
-            f"{'step':<82} {'VmRSS MiB':>10} {'delta':>8} {'KiB/obj':>8} {'VmHWM MiB':>10} {'s':>7}"
+            f"{'step':<82} {'VmRSS MiB':>10} {'delta':>8} {'KiB/obj':>8} {'VmHWM MiB':>10} "
+            f"{'operator':>9} {'s':>7}"
         )
         print(hdr)
         print("-" * len(hdr))
         base = prev = r["steps"][0]["rss"]
         skip = ("step", "rss", "hwm", "anon", "seconds", "objects", "server")
-        server_mib = 0.0
+        server_mib = 0.0  # what the server's own steps added: the rest is the operator's
         for s in r["steps"]:
             extra = {k: v for k, v in s.items() if k not in skip}
             if s.get("server"):
@@ -236,17 +237,16 @@ def memory_main(a: argparse.Namespace) -> None:
             prev = s["rss"]
             print(
                 f"{s['step']:<82} {s['rss']:>10,.0f} {s['rss'] - base:>+8,.0f} {per} "
-                f"{s['hwm']:>10,.0f} {s['seconds']:>7.1f}" + (f"  {extra}" if extra else "")
+                f"{s['hwm']:>10,.0f} {s['rss'] - server_mib:>9,.0f} {s['seconds']:>7.1f}"
+                + (f"  {extra}" if extra else "")
             )
-        last = r["steps"][-1]["rss"]
         print(
-            f"events sent to the server: {r['events_sent']}; the server's own steps add "
-            f"{server_mib:,.0f} MiB: the operator's share of the last RSS is about "
-            f"{last - server_mib:,.0f} MiB"
+            f"events sent to the server: {r['events_sent']}; the server's own steps added "
+            f"{server_mib:,.0f} MiB (column 'operator': VmRSS without them)"
         )
     print(
         f"\ngoal: operator RSS <= 500 MiB at {a.mem_jobs:,} jobs / {a.mem_pods:,} pods (the "
-        "in-memory server shares the process: compare the operator's share)"
+        "in-memory server shares the process: compare column 'operator')"
     )
 
 

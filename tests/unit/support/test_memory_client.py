@@ -245,6 +245,8 @@ async def test_seed_replaces_and_clone_starts_a_new_history() -> None:
     changed["spec"]["maxSize"] = 7
     (second,) = client.seed(JOBS, changed)
     assert second["metadata"]["uid"] == first["metadata"]["uid"]
+    assert client.latest(JOBS) == second["metadata"]["resourceVersion"]
+    assert client.latest(PODS) == "0", "nothing changed pods"
     assert [o["spec"]["maxSize"] for o in client.items(JOBS)] == [7]
     seen: list[str] = []
     async for event in client.watch(JOBS, resource_version="0", timeout_seconds=1):
