@@ -4,7 +4,9 @@ Contract (what a real apiserver does, for the parts the operator relies on):
 - Objects are kept per (plural, namespace, name) as compact JSON, which the store and the watch
   history share; every read parses its own copy (as ``RestClient`` parses a response), so a
   caller never shares state with the store; objects must be JSON values. ``seed`` puts objects
-  in (or replaces them) without a request; ``stored``, ``items`` and ``names`` read the store.
+  in (or replaces them) without a request (open watches get them once woken by the next write,
+  ``notify_watches`` or ``end_watches``); ``stored``, ``items``, ``names`` and ``latest`` read
+  the store without one.
 - One resourceVersion counter for the whole store (as etcd's revision): every write bumps it and
   stamps the object. ``list`` answers with the current one.
 - ``create`` assigns ``uid``, ``resourceVersion``, ``generation: 1`` and ``creationTimestamp``
@@ -136,7 +138,7 @@ class MemoryClient:
     def seed(self, res: Resource, *objs: Obj) -> list[Obj]:
         """Store ``objs`` as they are (uid, namespace and resourceVersion filled in) without a
         request, replacing any of the same name (a MODIFIED event, else ADDED); an open watch
-        sees them at the next write or ``end_watches``."""
+        sees them once woken (the next write, ``notify_watches`` or ``end_watches``)."""
         out = []
         for obj in objs:
             namespace = (obj.get("metadata") or {}).get("namespace")
