@@ -6,7 +6,8 @@ Not a pytest test. Run: ``.venv/bin/python bench/bench_scheduler_pass.py [--jobs
 [--passes N]``.
 
 It builds the real operator (informers, stores, plugins, the scheduler loop) on the in-memory
-API server of ``bench_scheduler_load``'s memory section. It fills the operator with ``--jobs``
+API server (``tests.support.memory_client.MemoryClient``, loaded as in ``bench_scheduler_load``'s
+memory section). It fills the operator with ``--jobs``
 TrainingJobs and ``--pods`` pods, runs two passes to settle, then times ``--passes`` passes.
 Each mode runs in a child process of its own, so neither inherits the other's heap. For each
 mode it prints pass p50/p95/max, the time the cyclic collector took during the timed passes
@@ -29,11 +30,12 @@ import time
 from typing import Any
 
 from schedload.common import GPU, MANAGED, print_setup
-from schedload.fake import FakeApi, WorldClock, filled, until
+from schedload.fake import WorldClock, caught_up, load, until
 from schedload.world import MemWorld
 
 from lattice.cli import GC_THRESHOLDS
 from lattice.clock import RealClock
+from tests.support.memory_client import MemoryClient
 
 DEFAULT_THRESHOLDS = (700, 10, 10)
 #: The ticker's sleep: its wake-ups come this late when the event loop is busy.
@@ -49,9 +51,9 @@ async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[s
 
     configure_logging(level="warning", fmt="json")
     world = MemWorld(jobs, pods, 8, 10, 9)
-    fake = FakeApi(world)
+    server = MemoryClient(clock=WorldClock(world.now))
     settings = Settings(scheduling_unit=GPU, metrics_addr="127.0.0.1:0", probe_addr="127.0.0.1:0")
-    op = Operator(settings, fake, clock=WorldClock(world.now), registry=CollectorRegistry())
+    op = Operator(settings, server, clock=WorldClock(world.now), registry=CollectorRegistry())
     op.informers.start()
     op.recorder.start()
     await op.informers.wait_synced()
@@ -63,11 +65,10 @@ async def child(jobs: int, pods: int, passes: int, *, in_thread: bool) -> dict[s
         (op.pods, ("pods", MANAGED), world.pods),
     ]
     for informer, key, want in parts:
-        fake.stream(key)
-        await until(filled(informer.store, key, want, fake))
+        await load(server, world, key)
+        await until(caught_up(server, informer, want))
     await op.scheduler.run_once()
-    fake.deliver_patched()
-    await until(lambda: not fake.pending(("trainingjobs", "")))
+    await until(caught_up(server, tj, world.jobs))  # the patched jobs, back on the watch
     await op.scheduler.run_once()
 
     spent: list[float] = []

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from lattice.api.constants import Resource
+from lattice import kube
 from lattice.frameworks.base import OperatorContext
 from lattice.kubectl import commands
 from lattice.kubectl.render import QUEUE_HEADER, explain_text, queue_table, verdict
 from lattice.kubectl.rows import (
+    JOB_KINDS,
     JobRow,
     context_namespace,
     job_row,
@@ -26,7 +27,9 @@ from lattice.kubectl.rows import (
     queue_order,
     resolve_kind,
 )
-from lattice.kubectl.transport import Forbidden, NotFound
+from lattice.kubectl.transport import EVENTS, PRIORITY_CLASSES
+from tests.support.kubectl_reader import MemoryReader
+from tests.support.memory_client import MemoryClient
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 CTX = OperatorContext()
@@ -420,51 +423,26 @@ def test_kubeconfig_paths_prefer_the_flag_then_the_environment() -> None:
 # --------------------------------------------------------------------------- reads
 
 
-class FakeClient:
-    """Lists and gets from fixed objects; kinds in ``missing`` answer 404, ``forbidden`` 403."""
-
-    def __init__(
-        self,
-        objects: Mapping[str, list[Obj]],
-        *,
-        missing: frozenset[str] = frozenset(),
-        forbidden_all_namespaces: bool = False,
-    ) -> None:
-        self.objects = objects
-        self.missing = missing
-        self.forbidden_all = forbidden_all_namespaces
-        self.selectors: list[str | None] = []
-
-    async def list(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        field_selector: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> Obj:
-        if res.plural in self.missing:
-            raise NotFound("NotFound", "the server could not find the requested resource")
-        if self.forbidden_all and namespace is None and res.namespaced:
-            raise Forbidden("Forbidden", "cannot list at the cluster scope")
-        if res.plural == "events":
-            self.selectors.append(field_selector)
-        items = [
-            o
-            for o in self.objects.get(res.plural, [])
-            if namespace is None or o["metadata"].get("namespace") == namespace
-        ]
-        # Two pages, to exercise the continue token.
-        if continue_token is None and len(items) > 1:
-            return {"items": items[:1], "metadata": {"continue": "next"}}
-        return {"items": items[1:] if continue_token else items, "metadata": {}}
-
-    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
-        for o in self.objects.get(res.plural, []):
-            if o["metadata"]["name"] == name and o["metadata"].get("namespace") == namespace:
-                return o
-        raise NotFound("NotFound", f"{res.plural} {name!r} not found")
+def FakeClient(
+    objects: Mapping[str, list[Obj]],
+    *,
+    missing: frozenset[str] = frozenset(),
+    forbidden_all_namespaces: bool = False,
+) -> MemoryReader:
+    """The objects on the in-memory API server, by plural, read as ``kubectl get --raw`` reads
+    them, in pages of one (to exercise the continue token); kinds in ``missing`` answer 404,
+    and with ``forbidden_all_namespaces`` listing a namespaced kind across namespaces 403."""
+    memory = MemoryClient(page_size=1)
+    known = {r.plural: r for r in (*(k.resource for k in JOB_KINDS), EVENTS, PRIORITY_CLASSES)}
+    for plural, objs in objects.items():
+        memory.seed(known[plural], *objs)
+    for plural in missing:
+        gone = kube.NotFound(404, "NotFound", "the server could not find the requested resource")
+        memory.fail("*", gone, plural=plural, times=None)
+    if forbidden_all_namespaces:
+        refused = kube.Forbidden(403, "Forbidden", "cannot list at the cluster scope")
+        memory.fail("list", refused, all_namespaces=True, times=None)
+    return MemoryReader(memory)
 
 
 def _cluster() -> dict[str, list[Obj]]:
@@ -538,7 +516,8 @@ def test_explain_reads_the_job_the_jobs_ahead_and_its_own_events(
     assert "other/elsewhere" not in out
     assert "Queued" in out
     assert "deleted job of the same name" not in out
-    assert set(client.selectors) == {"regarding.kind=TrainingJob,regarding.name=w"}
+    selectors = {c.field_selector for c in client.memory.calls if c.plural == "events"}
+    assert selectors == {"regarding.kind=TrainingJob,regarding.name=w"}
 
 
 def test_explain_falls_back_to_the_namespace_when_the_cluster_is_forbidden(

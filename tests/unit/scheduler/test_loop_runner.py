@@ -1,16 +1,17 @@
-"""The scheduler loop end to end over real informer stores, an in-memory client and a fake clock.
+"""The scheduler loop end to end over real informer stores, the in-memory API server and a fake
+clock.
 
-The client applies merge patches to its own objects (the loop sends no resourceVersion: it is
-the one writer of its block) and, unless told otherwise, echoes each write into the job
-informer as the watch would. Nothing here sleeps: time moves with ``FakeClock.advance`` and
-waits are conditions with deadlines.
+The server (``MemoryClient``) applies the loop's status patches (it sends no resourceVersion:
+it is the one writer of its block); each request yields once, as a real one takes a while. The
+test plays the job watch for everyone else's writes (it fills the informers directly); unless
+told otherwise, the loop's own writes come back through the server's watch stream. Nothing here
+sleeps: time moves with ``FakeClock.advance`` and waits are conditions with deadlines.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
@@ -19,11 +20,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from lattice.clock import FakeClock, yield_now
+from lattice.clock import FakeClock
 from lattice.config import Settings
 from lattice.frameworks.base import OperatorContext
-from lattice.kube import Conflict, NotFound, Resource
+from lattice.kube import Conflict, Resource
 from lattice.kube.resources import NODES, PODS, PRIORITY_CLASSES
+from lattice.primitives.keys import object_key
 from lattice.runtime.events import ObjectRef
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import Metrics
@@ -48,6 +50,7 @@ from lattice.scheduler.loop import (
 from lattice.scheduler.loop.snapshot import SHOWN_POSITIONS
 from tests.support.aio import settle
 from tests.support.fake_apiserver import running
+from tests.support.memory_client import Call, MemoryClient
 from tests.support.wait import wait_for_async
 from tests.unit.scheduler.test_loop_snapshot import (
     FakePlugin,
@@ -59,92 +62,13 @@ from tests.unit.scheduler.test_loop_snapshot import (
 )
 
 Obj = dict[str, Any]
+CONFLICT = Conflict(409, "Conflict", "the object has been modified")
 
 
-def merge(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge(out.get(key), value)
-    return out
-
-
-class FakeKube:
-    """Status patches against in-memory objects, with scripted conflicts (injected 409s)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple[str, str, str], Obj] = {}
-        self.patches: list[tuple[str, str, Obj]] = []
-        self.conflicts: set[str] = set()
-        self.echo: dict[str, Informer[Obj]] = {}
-        self.on_patch: Callable[[str], None] | None = None
-        #: Called with the job's name once a patch is stored, before the response returns.
-        self.on_patched: Callable[[str], None] | None = None
-        #: Patches of these jobs wait until their event is set (a slow request).
-        self.blocked: dict[str, asyncio.Event] = {}
-        self.inflight = 0
-        self.max_inflight = 0
-        self._rv = itertools.count(100)
-
-    def copy(self) -> FakeKube:
-        """The same stored objects on a new server (what a restarted operator lists)."""
-        other = FakeKube()
-        other.objects = copy.deepcopy(self.objects)
-        other._rv = itertools.count(10_000)
-        return other
-
-    def next_rv(self) -> str:
-        return str(next(self._rv))
-
-    def names(self) -> list[str]:
-        return [name for _, name, _ in self.patches]
-
-    async def patch(
-        self,
-        res: Resource,
-        name: str,
-        body: Any,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        **_: Any,
-    ) -> Obj:
-        assert subresource == "status"
-        self.inflight += 1
-        self.max_inflight = max(self.max_inflight, self.inflight)
-        try:
-            await yield_now()  # let other writes start: a real request takes a while
-            slow = self.blocked.get(name)
-            if slow is not None:
-                await slow.wait()
-            if self.on_patch is not None:
-                self.on_patch(name)
-            if name in self.conflicts:
-                self.conflicts.discard(name)
-                raise Conflict(409, "Conflict", "the object has been modified")
-            key = (res.plural, namespace or "", name)
-            current = self.objects.get(key)
-            if current is None:
-                raise NotFound(404, "NotFound", f"{name} not found")
-            body = copy.deepcopy(body)
-            assert list(body) == ["status"], "the loop patches only status, unconditionally"
-            updated = merge(current, body)
-            updated["metadata"] = {**current["metadata"], "resourceVersion": self.next_rv()}
-            self.objects[key] = updated
-            self.patches.append((res.kind, name, body))
-            if self.on_patched is not None:
-                self.on_patched(name)
-            informer = self.echo.get(res.plural)
-            if informer is not None:
-                informer.on_event("MODIFIED", copy.deepcopy(updated))
-            return copy.deepcopy(updated)
-        finally:
-            self.inflight -= 1
+def status_only(call: Call) -> None:
+    """What every status write of the loop must be."""
+    assert call.subresource == "status"
+    assert list(call.body) == ["status"], "the loop patches only status, unconditionally"
 
 
 class FakeRecorder:
@@ -161,7 +85,7 @@ class FakeRecorder:
 
 
 class Harness:
-    """Informers filled directly, a ``FakeKube``, a ``FakeClock`` and the loop under test."""
+    """Informers filled directly, a ``MemoryClient``, a ``FakeClock`` and the loop under test."""
 
     def __init__(
         self,
@@ -170,19 +94,17 @@ class Harness:
         config: SchedulerConfig | None = None,
         plugins: Iterable[FakePlugin] = (),
         echo: bool = True,
-        client: FakeKube | None = None,
+        client: MemoryClient | None = None,
         clock: FakeClock | None = None,
         **loop_kwargs: Any,
     ) -> None:
         self.clock = clock or FakeClock()
-        self.client = client or FakeKube()
+        self.client = client or MemoryClient(clock=self.clock, yields=True)
+        self.client.before("patch", status_only)
         self.plugins = {p.resource.kind: p for p in (list(plugins) or [FakePlugin()])}
         self.jobs: dict[str, Informer[Obj]] = {}
         for kind, plugin in self.plugins.items():
-            informer: Informer[Obj] = self._informer(plugin.kube_resource, keep_raw)
-            self.jobs[kind] = informer
-            if echo:
-                self.client.echo[plugin.kube_resource.plural] = informer
+            self.jobs[kind] = self._informer(plugin.kube_resource, keep_raw)
         self.pods = self._informer(PODS, pod_info, indexes=POD_INDEXES)
         self.foreign = self._informer(PODS, foreign_pod_usage)
         self.nodes = self._informer(NODES, node_info)
@@ -196,7 +118,7 @@ class Harness:
                 jobs=self.jobs, pods=self.pods, foreign_pods=self.foreign, nodes=self.nodes
             ),
             services=LoopServices(
-                client=self.client,  # type: ignore[arg-type]
+                client=self.client,
                 clock=self.clock,
                 metrics=Metrics(self.registry),
                 recorder=self.recorder,  # type: ignore[arg-type]
@@ -209,18 +131,50 @@ class Harness:
             tuning=LoopTuning(**loop_kwargs),
         )
         # A restarted operator lists what the server holds.
-        for (plural, _, _), obj in self.client.objects.items():
-            kind = next(k for k, p in self.plugins.items() if p.kube_resource.plural == plural)
-            self.jobs[kind].on_event("ADDED", copy.deepcopy(obj))
+        for kind, plugin in self.plugins.items():
+            for obj in self.client.items(plugin.kube_resource):
+                self.jobs[kind].on_event("ADDED", obj)
+        if echo:
+            since = self.client.resource_version
+            for kind, plugin in self.plugins.items():
+                watch = self._echo(plugin.kube_resource, self.jobs[kind], since)
+                asyncio.get_running_loop().create_task(watch, name=f"echo:{kind}")
+
+    async def _echo(self, res: Resource, informer: Informer[Obj], since: str) -> None:
+        """The job watch, for what the informer has not seen: the loop's own writes (the test
+        delivers everyone else's itself, as the watch would)."""
+        async for event in self.client.watch(res, resource_version=since, timeout_seconds=0):
+            cached = informer.store.get(object_key(event.object))
+            if cached is None:
+                fresh = event.type != "DELETED"
+            else:
+                rv = event.object["metadata"]["resourceVersion"]
+                fresh = int(rv) > int(cached["metadata"]["resourceVersion"])
+            if fresh:
+                informer.on_event(event.type, event.object)
 
     def _informer(self, resource: Resource, transform: Any, **kw: Any) -> Informer[Any]:
-        return Informer(self.client, resource, transform=transform, clock=self.clock, **kw)  # type: ignore[arg-type]
+        return Informer(self.client, resource, transform=transform, clock=self.clock, **kw)
+
+    def resource(self, kind: str = "FakeJob") -> Resource:
+        return self.plugins[kind].kube_resource
+
+    @property
+    def patches(self) -> list[tuple[str, str, Obj]]:
+        """The status patches the server applied: (kind, name, body), in the order stored."""
+        kinds = {p.kube_resource.plural: kind for kind, p in self.plugins.items()}
+        return [(kinds[c.plural], c.name, c.body) for c in self.client.served if c.verb == "patch"]
+
+    def names(self) -> list[str]:
+        return [name for _, name, _ in self.patches]
+
+    def stored(self, name: str, *, kind: str = "FakeJob") -> Obj:
+        obj = self.client.stored(self.resource(kind), name, namespace="ns")
+        assert obj is not None, f"{kind} ns/{name} is not on the server"
+        return obj
 
     def add_job(self, name: str, *, kind: str = "FakeJob", **fields: Any) -> Obj:
-        obj = job_obj(name, kind=kind, **fields)
-        obj["metadata"]["resourceVersion"] = self.client.next_rv()
-        plural = self.plugins[kind].kube_resource.plural
-        self.client.objects[(plural, "ns", name)] = obj
+        (obj,) = self.client.seed(self.resource(kind), job_obj(name, kind=kind, **fields))
         self.jobs[kind].on_event("ADDED", copy.deepcopy(obj))
         return obj
 
@@ -228,12 +182,10 @@ class Harness:
         self, name: str, change: Callable[[Obj], None], *, kind: str = "FakeJob"
     ) -> None:
         """Someone else (a user, a reconciler) updates the job."""
-        plural = self.plugins[kind].kube_resource.plural
-        obj = copy.deepcopy(self.client.objects[(plural, "ns", name)])
+        obj = self.stored(name, kind=kind)
         change(obj)
-        obj["metadata"]["resourceVersion"] = self.client.next_rv()
-        self.client.objects[(plural, "ns", name)] = obj
-        self.jobs[kind].on_event("MODIFIED", copy.deepcopy(obj))
+        (obj,) = self.client.seed(self.resource(kind), obj)
+        self.jobs[kind].on_event("MODIFIED", obj)
 
     def add_nodes(self, count: int, *, gpus: int = 8) -> None:
         for i in range(count):
@@ -241,7 +193,7 @@ class Harness:
 
     def status(self, name: str, *, plugin: FakePlugin | None = None) -> Obj:
         plugin = plugin or next(iter(self.plugins.values()))
-        obj = self.client.objects[(plugin.kube_resource.plural, "ns", name)]
+        obj = self.stored(name, kind=plugin.resource.kind)
         block: Any = obj
         for step in plugin.scheduling_path:
             block = block.get(step) or {}
@@ -287,8 +239,8 @@ async def test_a_pass_writes_status_then_events_and_metrics() -> None:
     h.add_job("bad", invalid=True)
     plan = await h.loop.run_once()
     assert plan["FakeJob/ns/a"].size == 2
-    assert h.client.names() == ["a"]  # the invalid job is left to its reconciler
-    _, _, body = h.client.patches[0]
+    assert h.names() == ["a"]  # the invalid job is left to its reconciler
+    _, _, body = h.patches[0]
     now = ts(0)
     assert body == {
         "status": {
@@ -330,7 +282,7 @@ async def test_nested_scheduling_path_and_now_kept_to_the_microsecond() -> None:
     h.add_nodes(1)
     h.add_job("a", kind="Nested")
     await h.loop.run_once()
-    _, _, body = h.client.patches[0]
+    _, _, body = h.patches[0]
     assert list(body) == ["status"]
     assert list(body["status"]) == ["lattice"]
     assert body["status"]["lattice"]["queuedTime"] == ts(1.75)
@@ -343,14 +295,14 @@ async def test_no_write_when_nothing_changed() -> None:
     h.add_job("a", min=1, max=1, units=8)
     h.add_job("b", min=1, max=1, units=8)
     await h.loop.run_once()
-    assert sorted(h.client.names()) == ["a", "b"]
+    assert sorted(h.names()) == ["a", "b"]
     assert h.status("a")["lastDecision"] == "Admitted with 1 (min 1, max 1)"
     # Later passes would only restate a's situation in other words: no write.
     for _ in range(3):
         plan = await h.loop.run_once()
         assert unchanged(plan)
     assert h.status("a")["lastDecision"] == "Admitted with 1 (min 1, max 1)"
-    assert len(h.client.patches) == 2
+    assert len(h.patches) == 2
     assert len(h.recorder.events) == 3  # a: Queued, Admitted; b: Queued
 
 
@@ -359,17 +311,17 @@ async def test_own_writes_are_read_back_before_the_watch_delivers_them() -> None
     h.add_nodes(1)
     h.add_job("a", units=8)
     await h.loop.run_once()
-    assert h.client.names() == ["a"]
+    assert h.names() == ["a"]
     plan = await h.loop.run_once()  # the cache still holds the original object
     assert unchanged(plan)
-    assert h.client.names() == ["a"]
+    assert h.names() == ["a"]
     # The watch catches up, then someone else writes: the cache is the truth again.
-    obj = h.client.objects[("fakejobs", "ns", "a")]
+    obj = h.stored("a")
     h.jobs["FakeJob"].on_event("MODIFIED", copy.deepcopy(obj))
     h.update_job("a", lambda o: o["status"].update(execStatus={"conditions": []}))
     plan = await h.loop.run_once()
     assert unchanged(plan)
-    assert h.client.names() == ["a"]
+    assert h.names() == ["a"]
 
 
 async def test_writes_are_concurrent_but_bounded() -> None:
@@ -378,7 +330,7 @@ async def test_writes_are_concurrent_but_bounded() -> None:
     for i in range(100):
         h.add_job(f"j{i:03d}")
     await h.loop.run_once()
-    assert len(h.client.patches) == 100
+    assert len(h.patches) == 100
     assert 1 < h.client.max_inflight <= 16
 
 
@@ -388,7 +340,7 @@ async def test_writes_start_in_priority_order() -> None:
     for name, priority in (("a", 0), ("b", 5), ("c", -1), ("d", 5), ("e", 100)):
         h.add_job(name, priority=priority)
     await h.loop.run_once()
-    assert h.client.names() == ["e", "b", "d", "a", "c"]
+    assert h.names() == ["e", "b", "d", "a", "c"]
 
 
 async def test_preemption_metrics_and_warning_event() -> None:
@@ -413,17 +365,17 @@ async def test_accounting_alone_is_never_written_but_rides_along_with_other_writ
     h.add_job("a", min=2, max=2, units=4)
     await h.loop.run_once()
     await h.loop.run_once()
-    assert len(h.client.patches) == 1
+    assert len(h.patches) == 1
     assert h.status("a")["attainedService"] == 0.0
     await h.clock.advance(3600)
     plan = await h.loop.run_once()
     assert plan.changed("FakeJob/ns/a")  # service accrued ...
     assert not plan.changed("FakeJob/ns/a", include_accounting=False)
-    assert len(h.client.patches) == 1  # ... but is not written alone, however old
+    assert len(h.patches) == 1  # ... but is not written alone, however old
     # Another change (the job is suspended) carries the accrued service along.
     h.update_job("a", lambda o: o["spec"].update(suspend=True))
     await h.loop.run_once()
-    assert len(h.client.patches) == 2
+    assert len(h.patches) == 2
     assert h.status("a")["attainedService"] == 8 * 3600.0
     assert h.status("a")["serviceUpdatedTime"] == ts(3600)
 
@@ -438,7 +390,7 @@ async def test_positions_are_shown_for_the_head_of_the_queue_and_written_in_roun
     assert h.status("w000")["queuePosition"] == 1
     assert h.status(f"w{SHOWN_POSITIONS - 1:03d}")["queuePosition"] == SHOWN_POSITIONS
     assert h.status(f"w{SHOWN_POSITIONS:03d}").get("queuePosition") is None  # beyond the head
-    written = len(h.client.patches)
+    written = len(h.patches)
     # The running job finishes (its reconciler records it): w000 is admitted and every waiting
     # job moves up one place.
     h.update_job("run", lambda o: o["status"].update(execStatus=SUCCEEDED))
@@ -446,7 +398,7 @@ async def test_positions_are_shown_for_the_head_of_the_queue_and_written_in_roun
     await h.loop.run_once()
     assert h.status("w000")["stage"] == "Running"
     # Written: w000 (admitted) and run (finished: Completed, holding nothing).
-    assert len(h.client.patches) == written + 2, "the moves wait for the next round"
+    assert len(h.patches) == written + 2, "the moves wait for the next round"
     assert (h.status("run")["stage"], h.status("run")["currentSize"]) == ("Completed", 0)
     assert h.status("w001")["queuePosition"] == 2
     assert h.loop.last_plan is not None
@@ -457,7 +409,7 @@ async def test_positions_are_shown_for_the_head_of_the_queue_and_written_in_roun
     assert h.status("w001")["queuePosition"] == 1
     assert h.status(f"w{SHOWN_POSITIONS:03d}")["queuePosition"] == SHOWN_POSITIONS
     assert h.status(f"w{SHOWN_POSITIONS + 1:03d}").get("queuePosition") is None
-    assert len(h.client.patches) == written + 2 + SHOWN_POSITIONS
+    assert len(h.patches) == written + 2 + SHOWN_POSITIONS
 
 
 class CountingPlugin(FakePlugin):
@@ -524,7 +476,7 @@ async def test_a_preempted_job_reconciles_just_above_its_beneficiarys_priority()
     assert h.loop.priority_of("FakeJob", "ns/low") == RESIZE_BAND + 11
     assert h.loop.priority_of("FakeJob", "ns/high") == RESIZE_BAND + 10
     assert h.loop.priority_of("FakeJob", "ns/other") == 0  # untouched by that pass
-    assert h.client.names()[-2:] == ["high", "low"]  # the beneficiary is written first
+    assert h.names()[-2:] == ["high", "low"]  # the beneficiary is written first
     await h.loop.run_once()  # the next pass (which shrinks nothing) does not reset it
     assert h.loop.priority_of("FakeJob", "ns/low") == RESIZE_BAND + 11
     # Its pod being deleted, the preemption is acted on: what follows is bookkeeping.
@@ -549,7 +501,7 @@ async def test_a_resized_job_reconciles_ahead_of_higher_priority_bookkeeping() -
     await h.loop.run_once()
     assert h.status("waiting")["stage"] == "Waiting"
     assert h.loop.priority_of("FakeJob", "ns/waiting") == 500
-    busy = h.client.objects.pop((h.plugins["FakeJob"].kube_resource.plural, "ns", "busy"))
+    busy = await h.client.delete(h.resource(), "busy", namespace="ns")
     h.jobs["FakeJob"].on_event("DELETED", busy)
     await h.loop.run_once()
     assert h.status("waiting")["stage"] == "Running"
@@ -619,11 +571,11 @@ async def test_a_pass_that_does_not_wait_sees_its_writes_in_flight_and_chains_th
     h = Harness(echo=False)
     h.add_nodes(1)
     h.add_job("low", units=8, priority=0)
-    h.client.blocked["low"] = slow = asyncio.Event()
+    slow = h.client.hold("patch", name="low")
     plan = await h.loop.run_once(wait=False)
     assert plan["FakeJob/ns/low"].stage == "Running"
     await settle()
-    assert h.client.patches == []
+    assert h.patches == []
     assert h.loop.writing == 1
     # The next pass takes the write in flight as done: nothing to decide, nothing to write.
     plan = await h.loop.run_once(wait=False)
@@ -636,10 +588,10 @@ async def test_a_pass_that_does_not_wait_sees_its_writes_in_flight_and_chains_th
     assert plan["FakeJob/ns/low"].stage == "Waiting"
     assert plan["FakeJob/ns/high"].stage == "Running"
     await settle()
-    assert h.client.names() == ["high"]
+    assert h.names() == ["high"]
     slow.set()
     await until(lambda: not h.loop.writing, what="writes done")
-    assert h.client.names() == ["high", "low", "low"]
+    assert h.names() == ["high", "low", "low"]
     assert h.status("low")["stage"] == "Waiting"
     assert h.status("low")["lastExecTime"] == ts(0)  # the chained write read the first one
     assert h.recorder.reasons("low") == ["Queued", "Admitted", "Preempted"]
@@ -647,15 +599,15 @@ async def test_a_pass_that_does_not_wait_sees_its_writes_in_flight_and_chains_th
     # Until the watch delivers them, passes read our writes back: still nothing to write.
     plan = await h.loop.run_once()
     assert unchanged(plan)
-    assert len(h.client.patches) == 3
+    assert len(h.patches) == 3
 
 
 async def test_a_failed_write_drops_the_writes_chained_behind_it_and_the_loop_retries() -> None:
     h = Harness(retry_delay=2.0)
     h.add_nodes(1)
     h.add_job("low", units=8, priority=0)
-    h.client.blocked["low"] = slow = asyncio.Event()
-    h.client.conflicts.add("low")  # the admission will conflict
+    slow = h.client.hold("patch", name="low")
+    h.client.fail("patch", CONFLICT, name="low")  # the admission will conflict
     async with running(h.loop.run):
         await until(lambda: h.loop.passes == 1 and h.loop.idle, what="first pass, parked")
         assert h.loop.writing == 1
@@ -664,10 +616,10 @@ async def test_a_failed_write_drops_the_writes_chained_behind_it_and_the_loop_re
             lambda: h.loop.passes == 2 and h.loop.idle and h.loop.writing == 2,
             what="second pass parked, its own write done, low's two writes waiting",
         )
-        assert h.client.names() == ["high"]
+        assert h.names() == ["high"]
         slow.set()
         await until(lambda: h.loop.writing == 0 and h.loop.idle, what="writes done")
-        assert h.client.names() == ["high"]
+        assert h.names() == ["high"]
         conflicts = {"result": "conflict"}
         assert h.metric("lattice_scheduler_status_writes_total", conflicts) == 1
         assert h.metric("lattice_scheduler_status_writes_total", {"result": "dropped"}) == 1
@@ -689,7 +641,7 @@ async def test_a_later_passs_urgent_write_overtakes_queued_bookkeeping() -> None
     h.add_job("run", units=8, priority=0)
     for i in range(5):
         h.add_job(f"wait{i}", units=8, priority=0)
-    h.client.blocked["run"] = slow = asyncio.Event()
+    slow = h.client.hold("patch", name="run")
     await h.loop.run_once(wait=False)  # six writes: "run" holds the gate, five queue
     await settle()
     h.add_job("high", units=8, priority=10)
@@ -698,7 +650,7 @@ async def test_a_later_passs_urgent_write_overtakes_queued_bookkeeping() -> None
     await until(lambda: not h.loop.writing, what="writes done")
     # "run" is preempted for "high": its second write, chained behind the first, ranks with
     # high's priority too, so both go ahead of the first pass's five queued writes.
-    assert h.client.names() == ["run", "high", "run"] + [f"wait{i}" for i in range(5)]
+    assert h.names() == ["run", "high", "run"] + [f"wait{i}" for i in range(5)]
 
 
 async def test_a_write_that_lands_while_the_core_decides_is_still_chained_on_and_read_back(
@@ -709,14 +661,14 @@ async def test_a_write_that_lands_while_the_core_decides_is_still_chained_on_and
     h = Harness(echo=False)
     h.add_nodes(1)
     h.add_job("low", units=8, priority=0)
-    h.client.blocked["low"] = first = asyncio.Event()
+    first = h.client.hold("patch", name="low")
     await h.loop.run_once(wait=False)  # low's admission, in flight
     await settle()
     h.add_job("high", units=8, priority=10)
     loop = asyncio.get_running_loop()
     landed = threading.Event()
-    h.client.on_patched = lambda name: landed.set() if name == "low" else None
-    h.client.blocked["low"] = second = asyncio.Event()
+    h.client.after("patch", lambda _: landed.set(), name="low")
+    second = h.client.hold("patch", name="low")
     decide = runner.schedule  # type: ignore[attr-defined]  # the loop's own binding, patched below
 
     def deciding(snapshot: Any, now: Any) -> Plan:
@@ -728,9 +680,9 @@ async def test_a_write_that_lands_while_the_core_decides_is_still_chained_on_and
     monkeypatch.setattr(runner, "schedule", deciding)
     plan = await h.loop.run_once(wait=False)
     assert plan["FakeJob/ns/low"].stage == "Waiting"
-    await until(lambda: h.client.names() == ["low", "high"], what="the admission, then high")
+    await until(lambda: h.names() == ["low", "high"], what="the admission, then high")
     # The preemption is based on the version the admission produced, not on the stand-in.
-    admitted = h.client.objects[("fakejobs", "ns", "low")]
+    admitted = h.stored("low")
     assert h.status("low")["stage"] == "Running"
     # The watch delivers the admission while the preemption is still in flight: passes read
     # the preemption back rather than re-deciding from the admitted version.
@@ -740,7 +692,7 @@ async def test_a_write_that_lands_while_the_core_decides_is_still_chained_on_and
     assert h.loop.writing == 1
     second.set()
     await until(lambda: not h.loop.writing, what="writes done")
-    assert h.client.names() == ["low", "high", "low"]
+    assert h.names() == ["low", "high", "low"]
     assert h.status("low")["stage"] == "Waiting"
     assert h.metric("lattice_scheduler_status_writes_total", {"result": "ok"}) == 3
     assert h.metric("lattice_scheduler_status_writes_total", {"result": "conflict"}) is None
@@ -807,7 +759,7 @@ async def test_a_restarted_loop_reproduces_the_plan_from_persisted_status() -> N
     pending = pod_obj("hi-w1", job="hi", phase="Pending", created=0, unschedulable_since=0)
 
     def restart() -> Harness:
-        fresh = Harness(config=config, client=h.client.copy(), clock=h.clock)
+        fresh = Harness(config=config, client=h.client.clone(), clock=h.clock)
         fresh.add_nodes(3)
         fresh.pods.on_event("ADDED", copy.deepcopy(pending))
         return fresh
@@ -847,12 +799,12 @@ async def test_a_restarted_loop_reproduces_the_plan_from_persisted_status() -> N
     plan = await again.loop.run_once()
     assert plan.changed_keys() == ("FakeJob/ns/hi",)
     assert plan.decisions == plans[-1].decisions
-    assert again.client.patches == []
+    assert again.patches == []
 
     # Later (LAS bands moved, accounting unflushed): the running loop and a restarted one agree.
     await h.clock.advance(45)
     again = restart()
-    patches, events = len(h.client.patches), len(h.recorder.events)
+    patches, events = len(h.patches), len(h.recorder.events)
     mine = await h.loop.run_once()
     theirs = await again.loop.run_once()
     # mid (no service yet) now goes before lo and hi: lo is preempted.
@@ -861,7 +813,7 @@ async def test_a_restarted_loop_reproduces_the_plan_from_persisted_status() -> N
     assert theirs.decisions == mine.decisions
     assert theirs.order == mine.order
     assert theirs.next_wakeup == mine.next_wakeup
-    assert again.client.patches == h.client.patches[patches:]
+    assert again.patches == h.patches[patches:]
     assert again.recorder.events == h.recorder.events[events:]
 
     # And right after those writes, a restart changes nothing but the same deferred field.
@@ -889,7 +841,7 @@ async def test_a_burst_of_arrivals_is_coalesced() -> None:
         await parked(h, 2)
         await settle()
         assert h.loop.passes <= 3  # the 1,000 arrivals took at most 2 passes
-        assert len(set(h.client.names())) == 1000
+        assert len(set(h.names())) == 1000
         for _ in range(2):
             passes = h.loop.passes
             for _ in range(1000):
@@ -911,12 +863,12 @@ async def test_a_change_during_a_pass_causes_exactly_one_more_pass() -> None:
             h.add_job("b")
             h.add_job("c")
 
-    h.client.on_patch = arrive
+    h.client.before("patch", lambda call: arrive(call.name))
     async with running(h.loop.run):
         await parked(h, 2)
         await settle()
         assert h.loop.passes == 2
-        assert sorted(set(h.client.names())) == ["a", "b", "c"]
+        assert sorted(set(h.names())) == ["a", "b", "c"]
 
 
 async def test_the_loop_wakes_at_the_plans_next_wakeup() -> None:
@@ -947,14 +899,14 @@ async def test_a_short_pending_costs_no_write_and_a_long_one_is_written_at_a_min
     h.add_job("quick")
     async with running(h.loop.run):
         await parked(h, 1)
-        admitted = len(h.client.patches)
+        admitted = len(h.patches)
         # A pod unschedulable since now: requeueTime would be now, which the pod itself gives.
         h.pods.on_event(
             "ADDED",
             pod_obj("quick-w0", job="quick", phase="Pending", created=0, unschedulable_since=0),
         )
         await parked(h, 2)
-        assert len(h.client.patches) == admitted
+        assert len(h.patches) == admitted
         assert h.status("quick").get("requeueTime") is None
         assert h.loop.last_plan is not None
         assert h.loop.last_plan["FakeJob/ns/quick"].requeue_time == h.clock.now()
@@ -964,7 +916,7 @@ async def test_a_short_pending_costs_no_write_and_a_long_one_is_written_at_a_min
             "MODIFIED", pod_obj("quick-w0", job="quick", phase="Running", created=0, rv="2")
         )
         await parked(h, 3)
-        assert len(h.client.patches) == admitted
+        assert len(h.patches) == admitted
         # Unschedulable again, this time for longer: the loop wakes at the minute and writes it.
         h.pods.on_event(
             "MODIFIED",
@@ -978,14 +930,14 @@ async def test_a_short_pending_costs_no_write_and_a_long_one_is_written_at_a_min
             ),
         )
         await parked(h, 4)
-        assert len(h.client.patches) == admitted
+        assert len(h.patches) == admitted
         await h.clock.advance(59)
         await settle()
         assert h.loop.passes == 4
         await h.clock.advance(1)
         await parked(h, 5)
         assert h.status("quick")["requeueTime"] == ts(30)
-        assert len(h.client.patches) == admitted + 1
+        assert len(h.patches) == admitted + 1
 
 
 async def test_a_resync_runs_a_pass_even_without_triggers() -> None:
@@ -1008,15 +960,15 @@ async def test_a_failed_write_skips_the_job_and_retries_it() -> None:
     h.add_nodes(2)
     h.add_job("a", units=8)
     h.add_job("b", units=8)
-    h.client.conflicts.add("a")
+    h.client.fail("patch", CONFLICT, name="a")
     async with running(h.loop.run):
         await parked(h, 1)
-        assert h.client.names() == ["b"]
+        assert h.names() == ["b"]
         assert h.recorder.reasons("a") == []  # no event without a write
         assert h.clock.sleepers == 1  # the retry timer
         await h.clock.advance(1)
         await parked(h, 2)
-        assert sorted(set(h.client.names())) == ["a", "b"]
+        assert sorted(set(h.names())) == ["a", "b"]
         assert h.recorder.reasons("a") == ["Queued", "Admitted"]
         await settle()
         assert h.loop.passes == 2
@@ -1029,17 +981,14 @@ def another_writer(h: Harness, name: str) -> list[Obj]:
     watch has not delivered."""
     held: list[Obj] = []
 
-    def write(patched: str) -> None:
-        if patched != name or held:
+    def write(_: Call) -> None:
+        if held:
             return
-        key = ("fakejobs", "ns", name)
-        obj = copy.deepcopy(h.client.objects[key])
+        obj = h.stored(name)
         obj.setdefault("status", {})["execStatus"] = {"conditions": [CREATED]}
-        obj["metadata"]["resourceVersion"] = h.client.next_rv()
-        h.client.objects[key] = obj
-        held.append(copy.deepcopy(obj))
+        held.extend(h.client.seed(h.resource(), obj))
 
-    h.client.on_patch = write
+    h.client.before("patch", write, name=name)
     return held
 
 
@@ -1049,16 +998,16 @@ async def test_another_writers_fields_and_ours_never_conflict_and_both_persist()
     h.add_job("a")
     newer = another_writer(h, "a")
     await h.loop.run_once()
-    assert h.client.names() == ["a"]
+    assert h.names() == ["a"]
     assert h.metric("lattice_scheduler_status_writes_total", {"result": "ok"}) == 1
-    stored = h.client.objects[("fakejobs", "ns", "a")]["status"]
+    stored = h.stored("a")["status"]
     assert stored["execStatus"]["conditions"] == [CREATED]
     assert stored["stage"] == "Running"
     # The watch delivers the other writer's version, older than our write: the pass reads our
     # write back instead of deciding (and writing, and announcing) the admission again.
     h.jobs["FakeJob"].on_event("MODIFIED", copy.deepcopy(newer[0]))
     assert unchanged(await h.loop.run_once())
-    assert h.client.names() == ["a"]
+    assert h.names() == ["a"]
     assert h.recorder.reasons("a") == ["Queued", "Admitted"]
 
 
@@ -1066,7 +1015,7 @@ async def test_our_fields_over_a_newer_cached_version_while_the_write_is_in_flig
     h = Harness(echo=False)
     h.add_nodes(1)
     h.add_job("a")
-    h.client.blocked["a"] = slow = asyncio.Event()
+    slow = h.client.hold("patch", name="a")
     await h.loop.run_once(wait=False)
     await settle()
     # Someone else's write arrives while ours is in flight: its version, our fields.
@@ -1074,17 +1023,17 @@ async def test_our_fields_over_a_newer_cached_version_while_the_write_is_in_flig
     assert unchanged(await h.loop.run_once(wait=False))
     slow.set()
     await until(lambda: not h.loop.writing, what="write done")
-    assert h.client.names() == ["a"]
+    assert h.names() == ["a"]
 
 
 async def test_a_vanished_job_is_skipped_and_retried() -> None:
-    h = Harness(retry_delay=5.0)
+    h = Harness(retry_delay=5.0, echo=False)
     h.add_nodes(1)
     h.add_job("gone")
-    del h.client.objects[("fakejobs", "ns", "gone")]  # deleted; the watch has not told us yet
+    await h.client.delete(h.resource(), "gone", namespace="ns")  # the watch has not told us yet
     async with running(h.loop.run):
         await parked(h, 1)
-        assert h.client.names() == []
+        assert h.names() == []
         assert h.clock.sleepers == 1  # the retry timer
         h.jobs["FakeJob"].on_event("DELETED", job_obj("gone"))
         await parked(h, 2)
@@ -1168,10 +1117,10 @@ async def test_a_finished_job_is_written_completed_once_from_its_reconcilers_con
         ts(5),
     )
     assert status["execStatus"] == SUCCEEDED, "the reconciler's block is left alone"
-    written = len(h.client.patches)
+    written = len(h.patches)
     for _ in range(2):
         assert unchanged(await h.loop.run_once())
-    assert len(h.client.patches) == written
+    assert len(h.patches) == written
     assert h.metric("lattice_jobs", {"kind": "FakeJob", "stage": "Completed"}) == 1
 
 
@@ -1180,7 +1129,7 @@ async def test_an_invalid_job_is_written_wrong_once_its_reconciler_failed_it() -
     h.add_nodes(1)
     h.add_job("bad", invalid=True)
     await h.loop.run_once()
-    assert h.client.patches == [], "not before its reconciler says why"
+    assert h.patches == [], "not before its reconciler says why"
     failed = {
         "type": "Failed",
         "status": "True",
@@ -1191,7 +1140,7 @@ async def test_an_invalid_job_is_written_wrong_once_its_reconciler_failed_it() -
         "bad", lambda o: o.setdefault("status", {}).update(execStatus={"conditions": [failed]})
     )
     await h.loop.run_once()
-    _, _, body = h.client.patches[0]
+    _, _, body = h.patches[0]
     assert body == {
         "status": {
             "stage": "Wrong",
@@ -1202,5 +1151,5 @@ async def test_an_invalid_job_is_written_wrong_once_its_reconciler_failed_it() -
         }
     }
     await h.loop.run_once()
-    assert len(h.client.patches) == 1
+    assert len(h.patches) == 1
     assert h.metric("lattice_jobs", {"kind": "FakeJob", "stage": "Wrong"}) == 1

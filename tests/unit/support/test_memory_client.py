@@ -135,7 +135,13 @@ async def test_list_filters_and_pages() -> None:
     managed = await client.list(PODS, label_selector="training.kubeflow.org/job-name=j", limit=10)
     assert [p["metadata"]["name"] for p in managed["items"]] == ["p1", "p3"]
     others = await client.list(PODS, label_selector="!training.kubeflow.org/job-name", limit=10)
-    assert [p["metadata"]["name"] for p in others["items"]] == ["p0", "p2", "p4"]
+    assert [p["metadata"]["name"] for p in others["items"]] == ["p0", "p2"], "page_size caps"
+    token = others["metadata"]["continue"]
+    last = await client.list(
+        PODS, label_selector="!training.kubeflow.org/job-name", limit=10, continue_token=token
+    )
+    assert [p["metadata"]["name"] for p in last["items"]] == ["p4"]
+    assert not last["metadata"]["continue"]
     by_field = await client.list(PODS, field_selector="metadata.name=p4")
     assert [p["metadata"]["name"] for p in by_field["items"]] == ["p4"]
     pool = await client.list(NODES, label_selector="pool=a")
@@ -184,3 +190,75 @@ async def test_an_informer_lists_watches_and_relists_on_410() -> None:
         await settle(200)
         assert sorted(informer.store.keys()) == ["ns/p1"]
         assert [c.verb for c in client.calls].count("list") >= 2, "the 410 forced a relist"
+
+
+async def test_held_requests_overlap_in_flight_and_complete_in_order_served() -> None:
+    client = MemoryClient(yields=True)
+    client.seed(JOBS, trainingjob("a", namespace="ns"), trainingjob("b", namespace="ns"))
+    gate = client.hold("patch", name="a")
+    body = {"status": {"stage": "Running"}}
+    slow = asyncio.create_task(client.patch(JOBS, "a", body, namespace="ns", subresource="status"))
+    fast = asyncio.create_task(client.patch(JOBS, "b", body, namespace="ns", subresource="status"))
+    await settle()
+    assert fast.done()
+    assert not slow.done()
+    assert (client.inflight, client.max_inflight) == (1, 2)
+    gate.set()
+    await asyncio.wait_for(slow, 5)
+    assert client.inflight == 0
+    assert [c.name for c in client.calls] == ["a", "b"], "calls are in arrival order"
+    assert [c.name for c in client.served] == ["b", "a"], "served in completion order"
+    assert client.served[0].body == body
+    # The hold was for one request: the next patch of a is not held.
+    await asyncio.wait_for(client.patch(JOBS, "a", {"spec": {"x": 1}}, namespace="ns"), 5)
+
+
+async def test_hooks_run_around_the_work_and_faults_may_be_any_exception() -> None:
+    client = MemoryClient()
+    client.seed(JOBS, trainingjob("a", namespace="ns"))
+    seen: list[str] = []
+
+    def another_writer(call: Call) -> None:
+        seen.append(f"before {call.verb}")
+        obj = client.stored(JOBS, call.name, namespace="ns")
+        assert obj is not None
+        obj["metadata"]["labels"] = {"by": "other"}
+        client.seed(JOBS, obj)  # lands just before the request is served
+
+    client.before("patch", another_writer, name="a")
+    client.after("*", lambda call: seen.append(f"after {call.verb}"))
+    client.fail("patch", KeyError("not an ApiError"), name="a")
+    with pytest.raises(KeyError):
+        await client.patch(JOBS, "a", {"spec": {"x": 1}}, namespace="ns")
+    out = await client.patch(JOBS, "a", {"spec": {"x": 1}}, namespace="ns")
+    assert out["metadata"]["labels"] == {"by": "other"}
+    assert seen == ["before patch", "before patch", "after patch"], "no after on a failure"
+    assert [c.verb for c in client.served] == ["patch"]
+
+
+async def test_seed_replaces_and_clone_starts_a_new_history() -> None:
+    client = MemoryClient()
+    (first,) = client.seed(JOBS, trainingjob("a", namespace="ns"))
+    start = first["metadata"]["resourceVersion"]
+    changed = client.stored(JOBS, "a", namespace="ns")
+    assert changed is not None
+    changed["spec"]["maxSize"] = 7
+    (second,) = client.seed(JOBS, changed)
+    assert second["metadata"]["uid"] == first["metadata"]["uid"]
+    assert client.latest(JOBS) == second["metadata"]["resourceVersion"]
+    assert client.latest(PODS) == "0", "nothing changed pods"
+    assert [o["spec"]["maxSize"] for o in client.items(JOBS)] == [7]
+    seen: list[str] = []
+    async for event in client.watch(JOBS, resource_version="0", timeout_seconds=1):
+        seen.append(event.type)
+        if len(seen) == 2:
+            break
+    assert seen == ["ADDED", "MODIFIED"]
+    twin = client.clone()
+    assert twin.items(JOBS) == client.items(JOBS)
+    assert twin.resource_version == client.resource_version
+    await twin.patch(JOBS, "a", {"spec": {"maxSize": 1}}, namespace="ns")
+    assert [o["spec"]["maxSize"] for o in client.items(JOBS)] == [7], "the clone is separate"
+    with pytest.raises(Gone):
+        async for _ in twin.watch(JOBS, resource_version=start, timeout_seconds=1):
+            pass
