@@ -64,6 +64,11 @@ python3 hack/controlplane/nodes.py --count 2 --gpus 4 --prefix demo-gpu \
 kubectl get nodes -l lattice.breezeml.ai/pool=demo -o custom-columns='NAME:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu'
 say "installing the CRDs"
 kubectl apply -k deploy/crds >/dev/null
+# kubectl wait fails at once on a CRD that has no status yet: retry until all are Established.
+for _ in $(seq 60); do
+  kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null 2>&1 && break
+  sleep 1
+done
 kubectl wait --for=condition=Established crd --all --timeout=60s >/dev/null
 kubectl delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
 kubectl create namespace "$ns" >/dev/null

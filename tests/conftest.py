@@ -110,5 +110,5 @@ def namespace(cluster: Cluster) -> Iterator[str]:
 def crds_installed(cluster: Cluster) -> Cluster:
     """The generated CRDs, applied once per run and Established."""
     cluster.kubectl("apply", "-k", str(REPO / "deploy" / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    cluster.wait_crds_established()
     return cluster

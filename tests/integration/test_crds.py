@@ -35,8 +35,7 @@ def crds(cluster: Cluster) -> Cluster:
         for p in sorted(CRD_DIR.glob("*.yaml"))
         if p.name != "kustomization.yaml"
     ]
-    for name in names:
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    cluster.wait_crds_established(names)
     return cluster
 
 

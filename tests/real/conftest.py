@@ -67,7 +67,7 @@ def real_cluster(cluster: Cluster) -> Cluster:
     if proc.returncode != 0:
         pytest.fail(f"hack/images/build.sh --push failed:\n{proc.stderr[-4000:]}", pytrace=False)
     cluster.kubectl("apply", "-k", str(REPO / "deploy" / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    cluster.wait_crds_established()
     return cluster
 
 

@@ -80,6 +80,29 @@ class Cluster:
         out = self.kubectl("get", *args, "--ignore-not-found", "-o", "name", check=False)
         return bool(out.strip())
 
+    def wait_crds_established(self, names: list[str] | None = None, *, timeout: float = 60) -> None:
+        """Wait until every CRD (or those named) has ``Established=True``. ``kubectl wait``
+        fails at once on a CRD the apiserver has not given a status yet, so poll instead."""
+        from tests.support.wait import wait_for
+
+        def pending() -> list[str]:
+            items = self.get_json("crd")["items"]
+            return [
+                c["metadata"]["name"]
+                for c in items
+                if (names is None or c["metadata"]["name"] in names)
+                and not any(
+                    x.get("type") == "Established" and x.get("status") == "True"
+                    for x in (c.get("status") or {}).get("conditions") or ()
+                )
+            ]
+
+        wait_for(pending, lambda p: p == [], timeout=timeout, interval=0.2, what="CRDs Established")
+        if names is not None:
+            known = {c["metadata"]["name"] for c in self.get_json("crd")["items"]}
+            missing = sorted(set(names) - known)
+            assert not missing, f"CRDs not installed: {missing}"
+
     def create_namespace(self, prefix: str = "t") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
         self.kubectl("create", "namespace", name)
