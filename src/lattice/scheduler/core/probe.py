@@ -28,6 +28,7 @@ class ReleaseProbe:
     """Fit counts of a gang's demands under an overlay of released pods (see the contract)."""
 
     __slots__ = (
+        "_by_name",
         "_cluster",
         "_eligible",
         "_exclude",
@@ -61,6 +62,7 @@ class ReleaseProbe:
                 need[k] = need.get(k, 0) + q
         self._need = need
         self._usable: dict[int, bool] = {}
+        self._by_name: dict[str, bool] = {"": False}
         self._eligible = {
             d: (*cluster.eligibility(d), cluster.vector(d), d.exclusive) for d in self.scarce
         }
@@ -74,9 +76,12 @@ class ReleaseProbe:
 
     def usable(self, node: str) -> bool:
         """Whether a pod of a scarce demand may use ``node`` and would fit there were no
-        Lattice pod on it."""
-        i = self._cluster.node_index.get(node)
-        return i is not None and self._usable_at(i)
+        Lattice pod on it (``""``: no node, never)."""
+        hit = self._by_name.get(node)
+        if hit is None:
+            i = self._cluster.node_index.get(node)
+            hit = self._by_name[node] = i is not None and self._usable_at(i)
+        return hit
 
     def _usable_at(self, i: int) -> bool:
         hit = self._usable.get(i)

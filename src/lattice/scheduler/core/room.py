@@ -271,11 +271,13 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
         s, holders, key, minimums=minimums, classes=probe.classes(), cluster=cluster
     )
     upto: dict[int, int] = {}  # holder -> lowest index released in the dry run
+    usable = probe.usable
     for h, start in candidates:
-        end = upto.get(id(h), len(h.placed))
-        if not any(probe.usable(n) for n in h.placed[start:end] if n):
+        placed = h.placed
+        end = upto.get(id(h), len(placed))
+        if not any(map(usable, placed[start:end])):
             continue  # nothing it holds is where the gang's pods may go
-        pods = [(h.placed[i], h.view.pod_demand(i)) for i in range(start, end) if h.placed[i]]
+        pods = [(placed[i], h.view.pod_demand(i)) for i in range(start, end) if placed[i]]
         upto[id(h)] = min(start, end)
         steps.append((h, start))
         probe.add(pods)
@@ -307,7 +309,7 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     for r in released:
         r.release_kept(cluster)
     for h, start in candidates:
-        if len(h.placed) <= start or not any(probe.usable(n) for n in h.placed[start:] if n):
+        if len(h.placed) <= start or not any(map(usable, h.placed[start:])):
             continue
         released.append(_take(h, cluster, start, _always))
         if _place_gang(
