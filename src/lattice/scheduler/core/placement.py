@@ -59,6 +59,7 @@ class Cluster:
         "_allowed",
         "_buckets",
         "_class_of",
+        "_class_room",
         "_classes",
         "_eligible",
         "_ids",
@@ -96,6 +97,7 @@ class Cluster:
                 row[self._index[name]] = q
             self.free.append(row)
         self.room: list[tuple[int, ...]] = [tuple(row) for row in self.free]
+        self._class_room: dict[int, tuple[int, ...]] = {}
         self.count = [0] * len(ordered)
         self.excl = [False] * len(ordered)
         self.total = [sum(max(0, row[k]) for row in self.free) for k in range(width)]
@@ -128,6 +130,7 @@ class Cluster:
         clone.resources, clone._index = self.resources, self._index
         clone.names, clone.node_index = self.names, self.node_index
         clone.free, clone.room = [list(row) for row in self.free], self.room
+        clone._class_room = self._class_room
         clone.count, clone.excl, clone.total = list(self.count), list(self.excl), list(self.total)
         clone._classes, clone._class_of = self._classes, self._class_of
         clone._buckets = [{k: list(v) for k, v in b.items()} for b in self._buckets]
@@ -163,6 +166,14 @@ class Cluster:
         node ``i`` is usable when ``class_of(i)`` is in the first and ``i`` in the second."""
         classes, allowed = self._info(d.constraint)
         return frozenset(classes), allowed
+
+    def class_could_hold(self, cid: int, d: PodDemand) -> bool:
+        """Whether some node of class ``cid`` could hold ``d`` with no Lattice pod on it."""
+        most = self._class_room.get(cid)
+        if most is None:
+            rows = [self.room[i] for i, c in enumerate(self._class_of) if c == cid]
+            most = self._class_room[cid] = tuple(map(max, zip(*rows, strict=True)))
+        return all(k >= 0 and most[k] >= q for k, q in self._vector(d))
 
     def could_hold(self, i: int, d: PodDemand) -> bool:
         """Whether node index ``i`` holds ``d`` with no Lattice pod on it (room aside from

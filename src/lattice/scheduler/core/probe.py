@@ -68,10 +68,12 @@ class ReleaseProbe:
         }
 
     def classes(self) -> frozenset[int]:
-        """The node classes a pod of a scarce demand may use."""
+        """The node classes a pod of a scarce demand may use, where some node could hold it
+        were no Lattice pod on it."""
+        c = self._cluster
         out: set[int] = set()
-        for classes, _, _, _ in self._eligible.values():
-            out |= classes
+        for d, (classes, _, _, _) in self._eligible.items():
+            out.update(cid for cid in classes if c.class_could_hold(cid, d))
         return frozenset(out)
 
     def usable(self, node: str) -> bool:

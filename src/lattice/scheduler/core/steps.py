@@ -222,13 +222,13 @@ def _take_growth(
     memo = (d, s.exclude)
     if not keep and holders.no_room.get(memo) == holders.gen:
         return None
+    probe = ReleaseProbe(free, (d,), s.exclude)
+    usable = probe.usable
     later = [
         h
         for h in holders.growth_after(key)
-        if h is not s
-        and any(free.may_use(n, d, s.exclude) for n in set(h.placed[growth_floor(h) :]))
+        if h is not s and any(map(usable, h.placed[growth_floor(h) :]))
     ]
-    probe = ReleaseProbe(free, (d,), s.exclude)
     for h in later:
         placed = h.placed
         probe.add(
