@@ -47,19 +47,24 @@ Hook = Callable[[Call], None]
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """Which requests a fault, gate or hook applies to (``None``: any)."""
+    """Which requests a fault, gate or hook applies to (``None``: any; ``subresource=""``: the
+    main resource alone)."""
 
     verb: str
     plural: str | None = None
     name: str | None = None
     all_namespaces: bool | None = None
+    subresource: str | None = None
 
-    def __call__(self, verb: str, res: Resource, name: str, namespace: str | None) -> bool:
+    def __call__(
+        self, verb: str, res: Resource, name: str, namespace: str | None, subresource: str = ""
+    ) -> bool:
         return (
             self.verb in (verb, "*")
             and self.plural in (None, res.plural)
             and self.name in (None, name)
             and self.all_namespaces in (None, res.namespaced and namespace is None)
+            and self.subresource in (None, subresource)
         )
 
 

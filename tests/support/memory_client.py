@@ -34,8 +34,8 @@ Contract (what a real apiserver does, for the parts the operator relies on):
   ``watch`` is recorded, runs its ``before`` hooks and faults, and is neither held nor counted.
 - Faults: ``fail(verb, error, ...)`` makes the next matching request(s) raise ``error`` (409,
   404, 410, 500..., or any exception, such as another seam's typed error), optionally only for
-  one plural, name or the all-namespaces scope. ``hold``, ``before`` and ``after`` match the
-  same way.
+  one plural, name, subresource or the all-namespaces scope. ``hold``, ``before`` and
+  ``after`` match the same way, on any subresource.
 - ``clone`` is a new server holding the same objects (what a restarted operator lists).
 """
 
@@ -101,14 +101,16 @@ class MemoryClient:
         plural: str | None = None,
         name: str | None = None,
         all_namespaces: bool | None = None,
+        subresource: str | None = None,
         times: int | None = 1,
     ) -> None:
         """Make the next ``times`` matching requests (``None``: every one) raise ``error``.
 
         ``verb`` is list, watch, get, create, patch, replace, delete or ``*``;
         ``all_namespaces=True`` matches only requests across every namespace of a namespaced
-        resource (``False``: only the others)."""
-        match = Match(verb, plural, name, all_namespaces)
+        resource (``False``: only the others); ``subresource`` matches writes to that
+        subresource alone (``""``: only writes to the main resource)."""
+        match = Match(verb, plural, name, all_namespaces, subresource)
         self._faults.append(Rule(match, times, error=error))
 
     def hold(
@@ -386,10 +388,16 @@ class MemoryClient:
     def _admit(self, call: Call, res: Resource, namespace: str | None) -> None:
         """Run the ``before`` hooks, then raise the first matching fault."""
         for rule in list(self._before):
-            if rule.match(call.verb, res, call.name, namespace) and rule.hook is not None:
+            if (
+                rule.match(call.verb, res, call.name, namespace, call.subresource)
+                and rule.hook is not None
+            ):
                 rule.hook(call)
         for rule in self._faults:
-            if rule.match(call.verb, res, call.name, namespace) and rule.error is not None:
+            if (
+                rule.match(call.verb, res, call.name, namespace, call.subresource)
+                and rule.error is not None
+            ):
                 rule.take(self._faults)
                 raise rule.error
 
@@ -405,7 +413,12 @@ class MemoryClient:
             if self.yields:
                 await yield_now()
             gate = next(
-                (g for g in self._gates if g.match(call.verb, res, call.name, namespace)), None
+                (
+                    g
+                    for g in self._gates
+                    if g.match(call.verb, res, call.name, namespace, call.subresource)
+                ),
+                None,
             )
             if gate is not None and gate.gate is not None:  # one gate per request, oldest first
                 gate.take(self._gates)
@@ -414,7 +427,10 @@ class MemoryClient:
             yield
             self.served.append(call)
             for rule in list(self._after):
-                if rule.match(call.verb, res, call.name, namespace) and rule.hook is not None:
+                if (
+                    rule.match(call.verb, res, call.name, namespace, call.subresource)
+                    and rule.hook is not None
+                ):
                     rule.hook(call)
         finally:
             self.inflight -= 1

@@ -1,28 +1,40 @@
 """An in-memory API for driving the generic reconciler without a control plane.
 
-``World`` holds objects by (plural, namespace, name) and feeds every change straight into real
-informer caches (as an instantaneous watch would), so expectations, indexes and handlers behave
-as in the process. It answers ``create``/``get``/``patch`` (merge; the ``status`` subresource
-honours ``metadata.resourceVersion``)/``delete`` of ``KubeClient``; a delete sets nothing
-pending: the object is gone at once, as kwok does it. Events and metrics are recorded for
-assertions; every mutating call is logged in ``calls`` in order.
+``World`` is a ``MemoryClient`` (the one fake of the API seam: resourceVersions, the status
+subresource, preconditions, injected faults), real informer caches in front of it, and one
+reconciler whose client is that server. What reaches the informers:
+
+- The reconciler's own writes come back through the server's watch streams: one forwarder per
+  cached resource delivers them, as the watch would, some time after the write's response.
+  ``reconcile()`` waits, before and after the reconcile, until every forwarder has caught up
+  with the server (``settle()``), so a test reads the state a quiet watch would show.
+- The test plays the watch for everyone else's writes: the helpers (``apply``, ``grant``,
+  ``set_pod``, ``set_node``, ``edit_spec``, ``set_job_status``, ``put``) store the change on the
+  server without a request and hand the stored object to the informer at once (the forwarder
+  skips those versions).
+- ``hold_events`` makes the watch lag: events wait in ``held`` until ``release()`` delivers
+  them, in order.
+
+``calls`` lists the mutating requests the server served, in order, as (verb, kind, name), verb
+``patch/status`` for a status patch. Events and metrics are recorded for assertions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 
-from lattice.clock import FakeClock
+from lattice.clock import FakeClock, yield_now
 from lattice.controllers.job import JobReconciler
 from lattice.frameworks.base import JobPlugin, OperatorContext
-from lattice.kube import AlreadyExists, Conflict, KubeClient, NotFound
+from lattice.kube import Conflict
 from lattice.kube.resources import BATCH_JOBS, CONFIGMAPS, PODS, SECRETS, SERVICES, Resource
+from lattice.primitives.times import format_time
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
 from lattice.runtime.informer import Informer
@@ -38,9 +50,13 @@ from lattice.runtime.projections import (
     slim_object,
     strip_managed_fields,
 )
+from tests.support.matching import Call
+from tests.support.memory_client import MemoryClient
 
 Obj = dict[str, Any]
 NS = "ns"
+#: How many event-loop turns ``settle`` gives the forwarders before it calls the watch stuck.
+SETTLE_TURNS = 1000
 
 
 def merge(target: Any, patch: Any) -> Any:
@@ -96,37 +112,26 @@ class World:
         default_factory=lambda: OperatorContext(scheduling_unit="nvidia.com/gpu")
     )
     clock: FakeClock = field(default_factory=FakeClock)
-    objects: dict[tuple[str, str, str], Obj] = field(default_factory=dict)
     calls: list[tuple[str, str, str]] = field(default_factory=list)
-    conflicts: int = 0
     enqueued: list[str] = field(default_factory=list)
     #: While set, watch events wait in ``held`` until ``release()`` (the watch lags the writes).
     hold_events: bool = False
     held: list[tuple[str, str, Obj]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        # World serves the verbs the informers and the reconciler use (no watch: it pushes events
-        # into the informers itself), so it stands in for a KubeClient by a cast.
-        client = cast(KubeClient, self)
-        self._rv = itertools.count(1)
-        self._uid = itertools.count(1)
+        self.client = MemoryClient(clock=self.clock)
+        self.client.after("*", self._served)
         self.res = self._job_resource()
-        self.jobs: Informer[Obj] = Informer(client, self.res, transform=slim_object)
-        self.pods = Informer(client, PODS, transform=pod_info, indexes=POD_INDEXES)
-        self.services: Informer[ObjectInfo] = Informer(
-            client,
-            SERVICES,
-            transform=object_info,
-            indexes={OWNER_INDEX: object_owner_index},
+        self.jobs: Informer[Obj] = self._informer(self.res, transform=slim_object)
+        self.pods = self._informer(PODS, transform=pod_info, indexes=POD_INDEXES)
+        self.services: Informer[ObjectInfo] = self._informer(
+            SERVICES, transform=object_info, indexes={OWNER_INDEX: object_owner_index}
         )
         self.others = {
             res.kind: (
                 res,
-                Informer(
-                    client,
-                    res,
-                    transform=strip_managed_fields,
-                    indexes={OWNER_INDEX: raw_owner_index},
+                self._informer(
+                    res, transform=strip_managed_fields, indexes={OWNER_INDEX: raw_owner_index}
                 ),
             )
             for res in (CONFIGMAPS, SECRETS, BATCH_JOBS)
@@ -137,11 +142,17 @@ class World:
             "services": self.services,
             **{res.plural: inf for res, inf in self.others.values()},
         }
+        self.resources: dict[str, Resource] = {
+            self.res.plural: self.res,
+            "pods": PODS,
+            "services": SERVICES,
+            **{res.plural: res for res, _ in self.others.values()},
+        }
         self.metrics = Metrics(CollectorRegistry())
         self.recorder = Recorder()
         self.reconciler = JobReconciler(
             plugin=self.plugin,
-            client=client,
+            client=self.client,
             clock=self.clock,
             jobs=self.jobs,
             pods=self.pods,
@@ -153,111 +164,101 @@ class World:
             others=self.others,
         )
         self.reconciler.watch(self.enqueued.append)
+        # The versions the test delivered itself (the forwarders skip them), and how far each
+        # forwarder has read its watch.
+        self._pushed: set[tuple[str, int]] = set()
+        self._seen = dict.fromkeys(self.resources, 0)
+        self._forwarders = [
+            asyncio.get_running_loop().create_task(self._forward(res), name=f"watch:{plural}")
+            for plural, res in self.resources.items()
+        ]
+
+    def _informer(self, res: Resource, **kw: Any) -> Informer[Any]:
+        return Informer(self.client, res, clock=self.clock, **kw)
 
     def _job_resource(self) -> Resource:
         r = self.plugin.resource
         return Resource(r.group, r.version, r.plural, r.kind)
 
-    # --- KubeClient ------------------------------------------------------------------------
+    def _served(self, call: Call) -> None:
+        if call.verb in ("create", "patch", "replace", "delete"):
+            verb = f"{call.verb}/{call.subresource}" if call.subresource else call.verb
+            self.calls.append((verb, self.resources[call.plural].kind, call.name))
 
-    def _notify(self, plural: str, event: str, obj: Obj) -> None:
+    # --- the watch ---------------------------------------------------------------------------
+
+    async def _forward(self, res: Resource) -> None:
+        """The watch of ``res``: delivers what the test did not deliver itself."""
+        async for event in self.client.watch(res, resource_version="0", timeout_seconds=0):
+            version = int(event.object["metadata"]["resourceVersion"])
+            self._seen[res.plural] = version
+            if (res.plural, version) not in self._pushed:
+                self._deliver(res.plural, event.type, event.object)
+
+    def _deliver(self, plural: str, event: str, obj: Obj) -> None:
         if self.hold_events:
-            self.held.append((plural, event, copy.deepcopy(obj)))
+            self.held.append((plural, event, obj))
             return
-        informer = self.informers.get(plural)
-        if informer is not None:
-            informer.on_event(event, copy.deepcopy(obj))
+        self.informers[plural].on_event(event, obj)
+
+    async def settle(self) -> None:
+        """Wait until every forwarder has read the server's last change (delivered, or held)."""
+        await self.client.notify_watches()
+        for _ in range(SETTLE_TURNS):
+            behind = [
+                p
+                for p, res in self.resources.items()
+                if self._seen[p] < int(self.client.latest(res))
+            ]
+            if not behind:
+                return
+            await yield_now()
+        raise AssertionError(f"the watches of {behind} did not catch up")
 
     def release(self) -> None:
         """Deliver the held watch events, in order, and stop holding them."""
         self.hold_events = False
         held, self.held = self.held, []
         for plural, event, obj in held:
-            self._notify(plural, event, obj)
+            self._deliver(plural, event, obj)
 
-    async def create(self, res: Resource, body: Obj, *, namespace: str | None = None) -> Obj:
-        obj = copy.deepcopy(body)
-        meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", namespace or NS)
-        key = (res.plural, meta["namespace"], meta["name"])
-        if key in self.objects:
-            raise AlreadyExists(409, "AlreadyExists", meta["name"])
-        meta["uid"] = f"uid-{next(self._uid)}"
-        meta["resourceVersion"] = str(next(self._rv))
-        meta.setdefault("creationTimestamp", self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
-        self.objects[key] = obj
-        self.calls.append(("create", res.kind, meta["name"]))
-        self._notify(res.plural, "ADDED", obj)
-        return copy.deepcopy(obj)
+    # --- what everyone else writes -----------------------------------------------------------
 
-    async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:
-        try:
-            return copy.deepcopy(self.objects[res.plural, namespace or NS, name])
-        except KeyError:
-            raise NotFound(404, "NotFound", name) from None
+    def put(self, plural: str, obj: Obj) -> Obj:
+        """Someone else stores ``obj`` (created or replaced, no request) and the watch
+        delivers it; returns the stored object."""
+        res = self.resources[plural]
+        meta = obj.get("metadata") or {}
+        known = self.client.stored(res, meta["name"], namespace=meta.get("namespace")) is not None
+        (stored,) = self.client.seed(res, obj)
+        self._pushed.add((plural, int(stored["metadata"]["resourceVersion"])))
+        self._deliver(plural, "MODIFIED" if known else "ADDED", copy.deepcopy(stored))
+        return copy.deepcopy(stored)
 
-    async def patch(
-        self,
-        res: Resource,
-        name: str,
-        body: Any,
-        *,
-        namespace: str | None = None,
-        subresource: str | None = None,
-        **_: Any,
-    ) -> Obj:
-        key = (res.plural, namespace or NS, name)
-        if key not in self.objects:
-            raise NotFound(404, "NotFound", name)
-        obj = self.objects[key]
-        body = copy.deepcopy(body)
-        want_rv = (body.pop("metadata", None) or {}).get("resourceVersion")
-        if subresource == "status":
-            if self.conflicts:
-                self.conflicts -= 1
-                raise Conflict(409, "Conflict", "stale")
-            if want_rv and want_rv != obj["metadata"]["resourceVersion"]:
-                raise Conflict(
-                    409, "Conflict", f"{want_rv} != {obj['metadata']['resourceVersion']}"
-                )
-            obj["status"] = merge(obj.get("status") or {}, body.get("status"))
-        else:
-            for k, v in body.items():
-                obj[k] = merge(obj.get(k), v)
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
-        self.calls.append(("patch" + (f"/{subresource}" if subresource else ""), res.kind, name))
-        self._notify(res.plural, "MODIFIED", obj)
-        return copy.deepcopy(obj)
-
-    async def delete(
-        self, res: Resource, name: str, *, namespace: str | None = None, **_: Any
-    ) -> Obj:
-        key = (res.plural, namespace or NS, name)
-        obj = self.objects.pop(key, None)
-        if obj is None:
-            raise NotFound(404, "NotFound", name)
-        self.calls.append(("delete", res.kind, name))
-        self._notify(res.plural, "DELETED", obj)
-        return obj
-
-    # --- test helpers ----------------------------------------------------------------------
+    def inject_conflicts(self, times: int) -> None:
+        """The next ``times`` status patches of the job meet a 409 (someone wrote first)."""
+        self.client.fail(
+            "patch",
+            Conflict(409, "Conflict", "stale"),
+            plural=self.res.plural,
+            subresource="status",
+            times=times,
+        )
 
     def apply(self, manifest: Obj, *, size: int | None = None) -> Obj:
         """Create the job (as ``kubectl apply``), optionally already granted ``size``."""
         obj = copy.deepcopy(manifest)
         meta = obj.setdefault("metadata", {})
         meta.setdefault("namespace", NS)
-        meta.setdefault("creationTimestamp", self.clock.now().strftime("%Y-%m-%dT%H:%M:%SZ"))
-        meta["uid"] = f"job-{next(self._uid)}"
-        meta["resourceVersion"] = str(next(self._rv))
-        self.objects[self.res.plural, NS, meta["name"]] = obj
-        self._notify(self.res.plural, "ADDED", obj)
+        meta.setdefault("creationTimestamp", format_time(self.clock.now()))
+        meta.setdefault("generation", 1)
+        obj = self.put(self.res.plural, obj)
         if size is not None:
             self.grant(meta["name"], size)
         return obj
 
     def job(self, name: str) -> Obj:
-        return copy.deepcopy(self.objects[self.res.plural, NS, name])
+        return self.get_obj(self.res.plural, name)
 
     def status(self, name: str) -> Obj:
         return dict(self.job(name).get("status") or {})
@@ -273,7 +274,7 @@ class World:
         """The scheduler's decision: ``currentSize`` (and ``stage``: Running with pods, else
         Waiting, unless given; and ``placement`` when given, replacing the stored map) at the
         plugin's scheduling path."""
-        obj = self.objects[self.res.plural, NS, name]
+        obj = self.job(name)
         if stage is None:
             stage = "Running" if size else "Waiting"
         block: Obj = {"stage": stage, "currentSize": size}
@@ -282,27 +283,28 @@ class World:
             obj["status"] = merge(obj.get("status") or {}, _at(self.plugin, block))
             block["placement"] = placement
         obj["status"] = merge(obj.get("status") or {}, _at(self.plugin, block))
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
-        self._notify(self.res.plural, "MODIFIED", obj)
+        self.put(self.res.plural, obj)
 
     def set_node(self, pod: str, node: str) -> None:
         """kube-scheduler binds pod ``pod`` to ``node``."""
-        obj = self.objects["pods", NS, pod]
+        obj = self.get_obj("pods", pod)
         obj["spec"]["nodeName"] = node
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
-        self._notify("pods", "MODIFIED", obj)
+        self.put("pods", obj)
 
     def edit_spec(self, name: str, fn: Callable[[Obj], None]) -> None:
-        obj = self.objects[self.res.plural, NS, name]
+        """The user changes the job's spec (its generation goes up, as the apiserver's would)."""
+        obj = self.job(name)
         fn(obj["spec"])
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
-        self._notify(self.res.plural, "MODIFIED", obj)
+        obj["metadata"]["generation"] = int(obj["metadata"].get("generation", 1)) + 1
+        self.put(self.res.plural, obj)
 
     def names(self, plural: str) -> list[str]:
-        return sorted(n for (p, _, n) in self.objects if p == plural)
+        return self.client.names(self.resources[plural])
 
     def get_obj(self, plural: str, name: str) -> Obj:
-        return copy.deepcopy(self.objects[plural, NS, name])
+        obj = self.client.stored(self.resources[plural], name, namespace=NS)
+        assert obj is not None, f"{plural} {NS}/{name} is not on the server"
+        return obj
 
     def set_pod(
         self,
@@ -317,7 +319,7 @@ class World:
         disruption: str | None = None,
     ) -> None:
         """What the kubelet (kwok) reports about pod ``name``."""
-        obj = self.objects["pods", NS, name]
+        obj = self.get_obj("pods", name)
         status: Obj = {"phase": phase}
         is_ready = ready if ready is not None else phase == "Running"
         conditions = [{"type": "Ready", "status": "True" if is_ready else "False"}]
@@ -338,19 +340,19 @@ class World:
             statuses.append({"name": cname, "restartCount": restarts, "state": state})
         status["containerStatuses"] = statuses
         obj["status"] = status
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
-        self._notify("pods", "MODIFIED", obj)
+        self.put("pods", obj)
 
     def set_job_status(self, name: str, status: Obj) -> None:
         """What the batch Job controller reports about launcher ``name``."""
-        obj = self.objects["jobs", NS, name]
+        obj = self.get_obj("jobs", name)
         obj["status"] = status
-        obj["metadata"]["resourceVersion"] = str(next(self._rv))
-        self._notify("jobs", "MODIFIED", obj)
+        self.put("jobs", obj)
 
     async def reconcile(self, name: str) -> Any:
         """One reconcile of ``name``; fails if it mutated any value it could read from a cache
-        (cached values are shared: the reconciler must copy before changing anything)."""
+        (cached values are shared: the reconciler must copy before changing anything). Waits
+        for the watches before (what the test wrote) and after (what the reconcile wrote)."""
+        await self.settle()
         cached = [
             (key, value, copy.deepcopy(value))
             for informer in self.informers.values()
@@ -362,6 +364,7 @@ class World:
         finally:
             changed = [key for key, value, before in cached if value != before]
             assert not changed, f"the reconcile mutated cached values: {changed}"
+            await self.settle()
 
     def conditions(self, name: str) -> dict[str, Obj]:
         block: Obj = self.job(name)

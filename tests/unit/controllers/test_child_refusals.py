@@ -8,7 +8,6 @@ reconcile quietly; an MPIJob's launcher waits for every worker; a priority beyon
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -19,7 +18,9 @@ from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.refusals import CHILD_CREATE_REFUSED, refusal_of
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube import Forbidden, NotFound
+from lattice.kube.resources import PODS
 from lattice.primitives.times import parse_opt_time
+from tests.support.matching import Call
 from tests.unit.controllers.harness import NS, World
 from tests.unit.controllers.test_job_reconciler import _trainingjob, mpijob
 
@@ -28,16 +29,15 @@ NO_CLASS = 'pods "t-worker-0" is forbidden: no PriorityClass with name gold was 
 
 
 def _refusing(w: World, names: set[str], error: Exception) -> list[str]:
-    """Make ``w`` refuse the creates of ``names`` with ``error`` until the list is cleared."""
-    create = w.create
+    """Make ``w``'s server refuse the creates of ``names`` with ``error`` until the list is
+    cleared."""
     refusing = sorted(names)
 
-    async def refuse(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
-        if body["metadata"]["name"] in refusing:
+    def refuse(call: Call) -> None:
+        if call.name in refusing:
             raise error
-        return await create(res, body, namespace=namespace)
 
-    w.create = refuse  # type: ignore[method-assign]
+    w.client.before("create", refuse)
     return refusing
 
 
@@ -86,8 +86,9 @@ async def test_a_refusal_is_cleared_when_the_job_holds_no_pods() -> None:
 async def test_a_changed_cause_updates_the_message() -> None:
     w = World(TrainingJobPlugin())
     w.apply(_trainingjob("t"), size=1)
-    _refusing(w, {"t-worker-0"}, Forbidden(403, "Forbidden", NO_CLASS))
+    no_class = _refusing(w, {"t-worker-0"}, Forbidden(403, "Forbidden", NO_CLASS))
     await w.reconcile("t")
+    no_class.clear()  # the cause changes: now the quota refuses the same creates
     _refusing(w, {"t-worker-0"}, Forbidden(403, "Forbidden", "exceeded quota: gpus"))
     await w.reconcile("t")
     assert "exceeded quota: gpus" in _created(w, "t")["message"]
@@ -106,7 +107,7 @@ async def test_a_name_taken_by_another_job_is_never_adopted_and_both_are_told() 
         },
         "spec": {"containers": [{"name": "c", "image": "i:1"}]},
     }
-    w.objects["pods", NS, "t-worker-0"] = copy.deepcopy(foreign)
+    foreign = w.put("pods", foreign)
     w.apply(_trainingjob("t"), size=1)
     result = await w.reconcile("t")
     created = _created(w, "t")
@@ -116,7 +117,7 @@ async def test_a_name_taken_by_another_job_is_never_adopted_and_both_are_told() 
     clash = [e for e in w.recorder.events if e.reason == "ChildNameClash"]
     assert [e.about for e in clash] == ["MPIJob/t"]
     assert "TrainingJob" in clash[0].note
-    assert w.objects["pods", NS, "t-worker-0"] == foreign, "never adopted nor changed"
+    assert w.get_obj("pods", "t-worker-0") == foreign, "never adopted nor changed"
 
 
 async def test_a_namespace_being_deleted_stops_the_reconcile_quietly() -> None:
@@ -124,8 +125,7 @@ async def test_a_namespace_being_deleted_stops_the_reconcile_quietly() -> None:
     w.apply(_trainingjob("t"), size=1)
     await w.reconcile("t")
     before = w.job("t")
-    w.objects.pop(("pods", NS, "t-worker-0"))
-    w.pods.on_event("DELETED", {"metadata": {"name": "t-worker-0", "namespace": NS}})
+    await w.client.delete(PODS, "t-worker-0", namespace=NS)  # someone deletes the pod
     terminating = Forbidden(
         403,
         "Forbidden",

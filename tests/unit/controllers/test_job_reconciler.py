@@ -6,7 +6,6 @@ workers script, mpi-operator's clean-up, per-kind wording, events and metrics.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
@@ -160,7 +159,7 @@ async def test_a_conflicting_status_write_deletes_nothing() -> None:
     running(w, *MX_PODS)
     await w.reconcile("mx")
     w.set_pod("mx-worker-0", "Failed", exit_code=137, container="mxnet")
-    w.conflicts = 1
+    w.inject_conflicts(1)
     with pytest.raises(Conflict):
         await w.reconcile("mx")
     assert "mx-worker-0" in w.names("pods")
@@ -227,15 +226,8 @@ async def test_a_new_job_is_marked_created_at_once_without_touching_the_schedule
     w = World(MXJobPlugin())
     w.apply(mxjob())
     w.grant("mx", 0)
-    patches: list[Obj] = []
-    patch = w.patch
-
-    async def spy(res: Any, name: str, body: Any, **kw: Any) -> Obj:
-        patches.append(copy.deepcopy(body))
-        return await patch(res, name, body, **kw)
-
-    w.patch = spy  # type: ignore[method-assign]
     result = await w.reconcile("mx")
+    patches = [c.body for c in w.client.served if c.verb == "patch"]
     assert result.requeue_after is None
     assert w.conditions("mx")["Created"]["status"] == "True"
     (body,) = patches
@@ -347,7 +339,7 @@ async def test_a_job_preempted_before_its_running_condition_was_written_shows_pr
     assert "Running" not in w.conditions("mx")
     assert w.exec_status("mx")["startTime"]
     w.grant("mx", 0)
-    w.conflicts = 1
+    w.inject_conflicts(1)
     with pytest.raises(Conflict):
         await w.reconcile("mx")
     assert w.names("pods") == [], "the pods went before the write that failed"
@@ -418,10 +410,11 @@ async def test_what_pods_consume_is_created_before_any_pod_or_job() -> None:
 
 
 def _overlapping_creates(w: World) -> list[frozenset[str]]:
-    """Wrap ``w.create`` to record, for each create, the kinds being created at that moment."""
+    """Wrap the server's ``create`` to record, for each create, the kinds being created at
+    that moment."""
     inflight: list[str] = []
     seen: list[frozenset[str]] = []
-    real = w.create
+    real = w.client.create
 
     async def create(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
         inflight.append(res.kind)
@@ -432,7 +425,7 @@ def _overlapping_creates(w: World) -> list[frozenset[str]]:
         finally:
             inflight.remove(res.kind)
 
-    w.create = create  # type: ignore[method-assign]
+    w.client.create = create  # type: ignore[method-assign]
     return seen
 
 
@@ -665,16 +658,8 @@ async def test_a_failed_pod_create_fails_the_reconcile_so_it_is_retried() -> Non
     until some unrelated event (issue 9: px-0011 stuck at currentSize 1 with 0 pods)."""
     w = World(MXJobPlugin())
     w.apply(mxjob(), size=3)
-    create = w.create
-    refused: list[str] = []
-
-    async def flaky(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
-        if res.kind == "Pod" and body["metadata"]["name"] == "mx-worker-1" and not refused:
-            refused.append(body["metadata"]["name"])
-            raise TooManyRequests(429, "TooManyRequests", "injected")
-        return await create(res, body, namespace=namespace)
-
-    w.create = flaky  # type: ignore[method-assign]
+    injected = TooManyRequests(429, "TooManyRequests", "injected")
+    w.client.fail("create", injected, plural="pods", name="mx-worker-1")
     with pytest.raises(ChildSyncError, match="mx-worker-1"):
         await w.reconcile("mx")
     assert w.names("pods") == ["mx-scheduler-0", "mx-worker-0"]
@@ -688,18 +673,9 @@ async def test_an_already_exists_whose_get_fails_is_reported_and_retried() -> No
     w.apply(mxjob(), size=3)
     await w.reconcile("mx")
     # The cache loses the worker (a lagging informer) while the apiserver still has it.
-    pod = w.objects["pods", NS, "mx-worker-0"]
-    w.pods.on_event("DELETED", pod)
-    get = w.get
-    failed: list[str] = []
-
-    async def flaky_get(res: Any, name: str, *, namespace: str | None = None) -> Obj:
-        if not failed:
-            failed.append(name)
-            raise TooManyRequests(429, "TooManyRequests", "injected")
-        return await get(res, name, namespace=namespace)
-
-    w.get = flaky_get  # type: ignore[method-assign]
+    w.pods.on_event("DELETED", w.get_obj("pods", "mx-worker-0"))
+    injected = TooManyRequests(429, "TooManyRequests", "injected")
+    w.client.fail("get", injected, plural="pods", name="mx-worker-0")
     with pytest.raises(ChildSyncError, match="get existing Pod mx-worker-0"):
         await w.reconcile("mx")
     await w.reconcile("mx")  # AlreadyExists, ours: success
@@ -711,14 +687,8 @@ async def test_a_create_refused_as_malformed_makes_the_job_wrong_instead_of_retr
     refused forever, so the job goes Wrong with the apiserver's message and no error is raised."""
     w = World(MXJobPlugin())
     w.apply(mxjob(), size=3)
-    create = w.create
-
-    async def refuse(res: Any, body: Obj, *, namespace: str | None = None) -> Obj:
-        if body["metadata"]["name"] == "mx-worker-0":
-            raise Invalid(422, "Invalid", 'Pod "mx-worker-0" is invalid: spec.containers: bad')
-        return await create(res, body, namespace=namespace)
-
-    w.create = refuse  # type: ignore[method-assign]
+    invalid = Invalid(422, "Invalid", 'Pod "mx-worker-0" is invalid: spec.containers: bad')
+    w.client.fail("create", invalid, plural="pods", name="mx-worker-0", times=None)
     await w.reconcile("mx")
     assert w.conditions("mx")["Failed"]["status"] == "True"
     assert w.status("mx")["lattice"] == {"stage": "Running", "currentSize": 3}
@@ -762,13 +732,12 @@ async def test_scheduler_bookkeeping_alone_does_not_enqueue_but_decisions_and_st
     assert w.enqueued == [f"{NS}/j"]
 
     def scheduler_writes(block: Obj) -> None:
-        obj = w.objects[w.res.plural, NS, "j"]
+        obj = w.job("j")
         patch: Obj = block
         for step in reversed(plugin.scheduling_path[1:]):
             patch = {step: patch}
         obj["status"] = merge(obj.get("status") or {}, patch)
-        obj["metadata"]["resourceVersion"] += "0"
-        w.jobs.on_event("MODIFIED", copy.deepcopy(obj))
+        w.put(w.res.plural, obj)
 
     w.enqueued.clear()
     scheduler_writes({"queuePosition": 3, "queuedTime": "2026-01-01T00:00:00Z"})
@@ -782,7 +751,8 @@ async def test_scheduler_bookkeeping_alone_does_not_enqueue_but_decisions_and_st
     own: Obj = {"conditions": [{"type": "Succeeded", "status": "True"}]}
     for step in reversed(plugin.exec_path[1:]):
         own = {step: own}
-    await w.patch(w.res, "j", {"status": own}, namespace=NS, subresource="status")
+    await w.client.patch(w.res, "j", {"status": own}, namespace=NS, subresource="status")
+    await w.settle()  # the watch delivers the write
     assert w.enqueued == [f"{NS}/j"], "a change to the status the reconciler keeps must enqueue"
 
     w.enqueued.clear()

@@ -215,15 +215,8 @@ async def test_the_reconciler_never_writes_the_placement_and_a_new_one_enqueues_
     w.apply(mxjob())
     placement = dict.fromkeys(MX_PODS, "node-1")
     w.grant("mx", 3, placement=placement)
-    patches: list[Obj] = []
-    patch = w.patch
-
-    async def spy(res: Any, name: str, body: Any, **kw: Any) -> Obj:
-        patches.append(copy.deepcopy(body))
-        return await patch(res, name, body, **kw)
-
-    w.patch = spy  # type: ignore[method-assign]
     await w.reconcile("mx")
+    patches = [c.body for c in w.client.served if c.verb == "patch"]
     assert patches
     assert all("lattice" not in (body.get("status") or {}) for body in patches)
     assert w.status("mx")["lattice"]["placement"] == placement

@@ -123,6 +123,20 @@ async def test_injected_faults_hit_only_their_requests() -> None:
     assert client.calls[0] == Call("create", "trainingjobs", "ns", "a")
 
 
+async def test_a_fault_may_hit_one_subresource_alone() -> None:
+    client = MemoryClient()
+    await client.create(JOBS, trainingjob("a"), namespace="ns")
+    client.fail("patch", Conflict(409, "Conflict", "injected"), subresource="status")
+    client.fail("patch", ServerError(500, "InternalError", "main"), subresource="", times=None)
+    with pytest.raises(ServerError):
+        await client.patch(JOBS, "a", {"spec": {"maxSize": 3}}, namespace="ns")
+    status = {"status": {"phase": "Running"}}
+    with pytest.raises(Conflict):
+        await client.patch(JOBS, "a", status, namespace="ns", subresource="status")
+    out = await client.patch(JOBS, "a", status, namespace="ns", subresource="status")
+    assert out["status"] == {"phase": "Running"}, "the status fault was used up"
+
+
 async def test_list_filters_and_pages() -> None:
     client = MemoryClient(page_size=2)
     client.seed(PODS, *(pod(f"p{i}", job="j" if i % 2 else None, namespace="ns") for i in range(5)))
