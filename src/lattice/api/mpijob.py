@@ -22,7 +22,7 @@ from typing import Literal, Self
 from pydantic import ConfigDict, Field, model_validator
 from pydantic.config import JsonDict, JsonValue
 
-from lattice.api.base import K8sModel, ObjectMeta
+from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     KubeflowJobStatus,
     ReplicaSpec,
@@ -174,11 +174,8 @@ def mpijob_root_rules() -> list[JsonDict]:
     ]
 
 
-class MPIJob(K8sModel):
+class MPIJob(CustomResourceWithStatus[MPIJobSpec, KubeflowJobStatus]):
     """An MPI job: one launcher running mpirun against N workers reached over SSH."""
 
     api_version: Literal["kubeflow.org/v2beta1"] = "kubeflow.org/v2beta1"
     kind: Literal["MPIJob"] = "MPIJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: MPIJobSpec
-    status: KubeflowJobStatus | None = None

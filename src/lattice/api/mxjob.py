@@ -24,7 +24,7 @@ from pydantic import ConfigDict, Field, field_validator
 from pydantic.config import JsonDict, JsonValue
 from pydantic_core import PydanticCustomError
 
-from lattice.api.base import K8sModel, ObjectMeta
+from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     KubeflowJobStatus,
     ReplicaSpec,
@@ -144,11 +144,8 @@ def mxjob_root_rules() -> list[JsonDict]:
     ]
 
 
-class MXJob(K8sModel):
+class MXJob(CustomResourceWithStatus[MXJobSpec, KubeflowJobStatus]):
     """A distributed MXNet job: scheduler, parameter servers and workers (or a tuning job)."""
 
     api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
     kind: Literal["MXJob"] = "MXJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: MXJobSpec
-    status: KubeflowJobStatus | None = None

@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from lattice.api.base import IntOrString, K8sModel, MetricSpec, ObjectMeta
+from lattice.api.base import CustomResource, IntOrString, K8sModel, MetricSpec
 from lattice.api.jobset import (
     MAX_REPLICATED_JOBS,
     JobSetNetwork,
@@ -312,19 +312,15 @@ class TrainingRuntimeSpec(K8sModel):
     """JobSet template instantiated for every TrainJob."""
 
 
-class TrainingRuntime(K8sModel):
+class TrainingRuntime(CustomResource[TrainingRuntimeSpec]):
     """A namespaced training runtime, usable by TrainJobs in its namespace."""
 
     api_version: Literal["trainer.kubeflow.org/v1alpha1"] = "trainer.kubeflow.org/v1alpha1"
     kind: Literal["TrainingRuntime"] = "TrainingRuntime"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainingRuntimeSpec
 
 
-class ClusterTrainingRuntime(K8sModel):
+class ClusterTrainingRuntime(CustomResource[TrainingRuntimeSpec]):
     """A cluster-scoped training runtime, usable by TrainJobs in any namespace."""
 
     api_version: Literal["trainer.kubeflow.org/v1alpha1"] = "trainer.kubeflow.org/v1alpha1"
     kind: Literal["ClusterTrainingRuntime"] = "ClusterTrainingRuntime"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainingRuntimeSpec

@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
-from lattice.api.base import K8sModel, ObjectMeta
+from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     CleanPodPolicy,
     JobStatus,
@@ -152,11 +152,8 @@ def trainingjob_root_rules() -> list[JsonDict]:
     return rules
 
 
-class TrainingJob(K8sModel):
+class TrainingJob(CustomResourceWithStatus[TrainingJobSpec, TrainingJobStatus]):
     """A distributed training job whose size the Lattice scheduler picks in [minSize, maxSize]."""
 
     api_version: Literal["breezeml.ai/v1"] = "breezeml.ai/v1"
     kind: Literal["TrainingJob"] = "TrainingJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainingJobSpec
-    status: TrainingJobStatus | None = None

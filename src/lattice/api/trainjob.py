@@ -24,10 +24,10 @@ from pydantic import ConfigDict, Field, StringConstraints
 from pydantic.config import JsonDict
 
 from lattice.api.base import (
+    CustomResourceWithStatus,
     EnvVar,
     IntOrString,
     K8sModel,
-    ObjectMeta,
     ResourceRequirements,
     Time,
 )
@@ -347,11 +347,8 @@ def trainjob_root_rules() -> list[JsonDict]:
     ]
 
 
-class TrainJob(K8sModel):
+class TrainJob(CustomResourceWithStatus[TrainJobSpec, TrainJobStatus]):
     """A training job instantiated from a (Cluster)TrainingRuntime."""
 
     api_version: Literal["trainer.kubeflow.org/v1alpha1"] = "trainer.kubeflow.org/v1alpha1"
     kind: Literal["TrainJob"] = "TrainJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainJobSpec
-    status: TrainJobStatus | None = None
