@@ -19,7 +19,7 @@ from pydantic.config import JsonDict, JsonValue
 
 from lattice.api.base import IntOrString, K8sModel, MicroTime, Object, PodTemplate, Time
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE
-from lattice.api.schema import cel_rule, list_map
+from lattice.api.schema import cel_rule, list_map, validations
 
 __all__ = [
     "CONTAINERS_MESSAGE",
@@ -187,16 +187,14 @@ class ReplicaSpec(K8sModel):
     """One replica type: how many pods, from which template, restarted how."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "has(self.template) && has(self.template.spec) && "
-                    "has(self.template.spec.containers) && size(self.template.spec.containers) > 0",
-                    CONTAINERS_MESSAGE,
-                    field_path=".template.spec.containers",
-                ),
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "has(self.template) && has(self.template.spec) && "
+                "has(self.template.spec.containers) && size(self.template.spec.containers) > 0",
+                CONTAINERS_MESSAGE,
+                field_path=".template.spec.containers",
+            ),
+        )
     )
 
     replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS)

@@ -32,7 +32,7 @@ from lattice.api.common import (
     replica_names_frozen_while_running,
 )
 from lattice.api.constants import MANAGED_BY_MPI_OPERATOR, REPLICA_LAUNCHER, REPLICA_WORKER
-from lattice.api.schema import cel_rule, dns1035_name_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule, validations
 
 __all__ = [
     "LauncherCreationPolicy",
@@ -63,7 +63,7 @@ class MPIRunPolicy(RunPolicy):
     """Run policy of an MPIJob (the launcher Job gets ttl, deadline and backoffLimit)."""
 
     model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": managed_by_rules(MANAGED_BY_MPI_OPERATOR)}
+        json_schema_extra=validations(*managed_by_rules(MANAGED_BY_MPI_OPERATOR))
     )
 
     managed_by: str | None = Field(None, max_length=63)
@@ -112,7 +112,7 @@ class MPIJobSpec(K8sModel):
     )
     """Runtime policies: clean-up, TTL, deadline, retries, gang, suspend, managedBy."""
     mpi_replica_specs: dict[str, ReplicaSpec] = Field(
-        max_length=2, json_schema_extra={"x-kubernetes-validations": _REPLICA_RULES}
+        max_length=2, json_schema_extra=validations(*_REPLICA_RULES)
     )
     """Replica specs keyed by type: Launcher (required, 1 replica) and Worker."""
     ssh_auth_mount_path: str = "/root/.ssh"

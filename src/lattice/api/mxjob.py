@@ -34,7 +34,7 @@ from lattice.api.common import (
     replica_names_frozen_while_running,
 )
 from lattice.api.constants import MANAGED_BY_TRAINING_OPERATOR, MX_REPLICA_TYPES, REPLICA_SCHEDULER
-from lattice.api.schema import cel_rule, dns1035_name_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule, validations
 
 __all__ = [
     "JobMode",
@@ -58,9 +58,7 @@ class MXRunPolicy(RunPolicy):
     """Run policy of an MXJob."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": managed_by_rules(MANAGED_BY_TRAINING_OPERATOR)
-        }
+        json_schema_extra=validations(*managed_by_rules(MANAGED_BY_TRAINING_OPERATOR))
     )
 
     managed_by: str | None = Field(None, max_length=63)
@@ -111,7 +109,7 @@ class MXJobSpec(K8sModel):
     """MXTrain (default) or MXTune."""
     mx_replica_specs: dict[str, MXReplicaSpec] = Field(
         max_length=len(MX_REPLICA_TYPES),
-        json_schema_extra={"x-kubernetes-validations": _REPLICA_RULES},
+        json_schema_extra=validations(*_REPLICA_RULES),
     )
     """Replica specs keyed by type: Scheduler, Server, Worker, TunerTracker, TunerServer, Tuner
     (any letter case; normalised on parse)."""

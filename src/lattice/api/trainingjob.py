@@ -32,7 +32,7 @@ from lattice.api.common import (
     SchedulingStatus,
     while_running,
 )
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, validations
 
 __all__ = [
     "MAX_PRIORITY",
@@ -79,15 +79,13 @@ class TrainingJobSpec(K8sModel):
     """Desired state of a TrainingJob."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "!has(self.minSize) || !has(self.maxSize) || self.minSize <= self.maxSize",
-                    "spec.minSize must be less than or equal to spec.maxSize",
-                    field_path=".minSize",
-                ),
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "!has(self.minSize) || !has(self.maxSize) || self.minSize <= self.maxSize",
+                "spec.minSize must be less than or equal to spec.maxSize",
+                field_path=".minSize",
+            ),
+        )
     )
 
     run_policy: TrainingJobRunPolicy = Field(

@@ -29,7 +29,7 @@ from lattice.api.base import (
     Volume,
     VolumeMount,
 )
-from lattice.api.schema import cel_rule, list_map
+from lattice.api.schema import immutable, list_map
 
 __all__ = [
     "ContainerOverride",
@@ -51,17 +51,10 @@ __all__ = [
 ]
 
 
-def _map(key: str, *, max_items: int | None = None, immutable: str | None = None) -> Any:
-    extra: dict[str, Any] = list_map(key)
-    if immutable:
-        extra["x-kubernetes-validations"] = [
-            cel_rule("self == oldSelf", f"{immutable} is immutable")
-        ]
+def _map(key: str, *, max_items: int | None = None, frozen: str | None = None) -> Any:
+    """A list-map field keyed by ``key``; ``frozen`` names it in its immutability rule."""
+    extra = list_map(key) | (immutable(frozen) if frozen else {})
     return Field(None, max_length=max_items, json_schema_extra=extra)
-
-
-def _immutable(path: str) -> dict[str, Any]:
-    return {"x-kubernetes-validations": [cel_rule("self == oldSelf", f"{path} is immutable")]}
 
 
 class PodSpecOverrideTargetJob(K8sModel):
@@ -169,23 +162,23 @@ class PodSpecPatch(K8sModel):
     """Pod spec fields a runtime patch may set (Trainer v2.2+)."""
 
     service_account_name: str | None = Field(
-        None, max_length=253, json_schema_extra=_immutable("serviceAccountName")
+        None, max_length=253, json_schema_extra=immutable("serviceAccountName")
     )
     """Service account of the pods. Immutable."""
-    volumes: list[Volume] | None = _map("name", max_items=128, immutable="volumes")
+    volumes: list[Volume] | None = _map("name", max_items=128, frozen="volumes")
     """Volumes of the pods. Immutable."""
     init_containers: list[ContainerOverride] | None = _map(
-        "name", max_items=64, immutable="initContainers"
+        "name", max_items=64, frozen="initContainers"
     )
     """Init container patches. Immutable."""
-    containers: list[ContainerOverride] | None = _map("name", max_items=64, immutable="containers")
+    containers: list[ContainerOverride] | None = _map("name", max_items=64, frozen="containers")
     """Container patches. Immutable."""
     image_pull_secrets: list[LocalObjectRef] | None = _map(
-        "name", max_items=64, immutable="imagePullSecrets"
+        "name", max_items=64, frozen="imagePullSecrets"
     )
     """Image pull secrets of the pods. Immutable."""
     security_context: PodSecurityContext | None = Field(
-        None, json_schema_extra=_immutable("securityContext")
+        None, json_schema_extra=immutable("securityContext")
     )
     """Security context of the pods. Immutable."""
     node_selector: dict[str, str] | None = None
@@ -199,7 +192,7 @@ class PodSpecPatch(K8sModel):
     scheduling_gates: list[PodSchedulingGateObject] | None = _map("name", max_items=16)
     """Scheduling gates of the pods."""
     termination_grace_period_seconds: int | None = Field(
-        None, ge=0, json_schema_extra=_immutable("terminationGracePeriodSeconds")
+        None, ge=0, json_schema_extra=immutable("terminationGracePeriodSeconds")
     )
     """Termination grace period of the pods. Immutable."""
 
@@ -265,7 +258,7 @@ class RuntimePatch(K8sModel):
     """A patch of the runtime, owned by one manager (the user, Kueue, a webhook ...)."""
 
     manager: str = Field(
-        min_length=1, max_length=253, json_schema_extra=_immutable("runtimePatches[].manager")
+        min_length=1, max_length=253, json_schema_extra=immutable("runtimePatches[].manager")
     )
     """Who owns the patch, e.g. kueue.x-k8s.io/manager. Immutable."""
     time: Time | None = None
