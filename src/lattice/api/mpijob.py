@@ -19,16 +19,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal, Self
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from pydantic.config import JsonDict, JsonValue
 
 from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     KubeflowJobStatus,
+    ManagedRunPolicy,
     ReplicaSpec,
     RestartPolicy,
-    RunPolicy,
-    managed_by_rules,
+    managed_by,
     replica_names_frozen_while_running,
 )
 from lattice.api.constants import MANAGED_BY_MPI_OPERATOR, REPLICA_LAUNCHER, REPLICA_WORKER
@@ -59,16 +59,10 @@ class LauncherCreationPolicy(StrEnum):
     WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
 
 
-class MPIRunPolicy(RunPolicy):
+class MPIRunPolicy(ManagedRunPolicy):
     """Run policy of an MPIJob (the launcher Job gets ttl, deadline and backoffLimit)."""
 
-    model_config = ConfigDict(
-        json_schema_extra=validations(*managed_by_rules(MANAGED_BY_MPI_OPERATOR))
-    )
-
-    managed_by: str | None = Field(None, max_length=63)
-    """Controller reconciling the job: kubeflow.org/mpi-operator (or unset) or
-    kueue.x-k8s.io/multikueue. Immutable."""
+    model_config = managed_by(MANAGED_BY_MPI_OPERATOR)
 
 
 _REPLICA_RULES: list[JsonValue] = [

@@ -20,17 +20,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 from pydantic.config import JsonDict, JsonValue
 from pydantic_core import PydanticCustomError
 
 from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     KubeflowJobStatus,
+    ManagedRunPolicy,
     ReplicaSpec,
     RestartPolicy,
-    RunPolicy,
-    managed_by_rules,
+    managed_by,
     replica_names_frozen_while_running,
 )
 from lattice.api.constants import MANAGED_BY_TRAINING_OPERATOR, MX_REPLICA_TYPES, REPLICA_SCHEDULER
@@ -54,16 +54,10 @@ class JobMode(StrEnum):
     MX_TUNE = "MXTune"
 
 
-class MXRunPolicy(RunPolicy):
+class MXRunPolicy(ManagedRunPolicy):
     """Run policy of an MXJob."""
 
-    model_config = ConfigDict(
-        json_schema_extra=validations(*managed_by_rules(MANAGED_BY_TRAINING_OPERATOR))
-    )
-
-    managed_by: str | None = Field(None, max_length=63)
-    """Controller reconciling the job: kubeflow.org/training-operator (or unset) or
-    kueue.x-k8s.io/multikueue. Immutable."""
+    model_config = managed_by(MANAGED_BY_TRAINING_OPERATOR)
 
 
 class MXReplicaSpec(ReplicaSpec):
