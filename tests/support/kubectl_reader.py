@@ -10,11 +10,11 @@ It holds no state of its own: objects, faults (``memory.fail``) and recorded req
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Unpack
 
 from lattice.api.constants import Resource
 from lattice.kube import ApiError
-from lattice.kubectl.transport import error_from_stderr
+from lattice.kubectl.transport import ListOptions, error_from_stderr
 from tests.support.memory_client import MemoryClient
 
 __all__ = ["MemoryReader"]
@@ -28,23 +28,9 @@ class MemoryReader:
     def __init__(self, memory: MemoryClient) -> None:
         self.memory = memory
 
-    async def list(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        field_selector: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> Obj:
+    async def list(self, res: Resource, **opts: Unpack[ListOptions]) -> Obj:
         try:
-            return await self.memory.list(
-                res,
-                namespace=namespace,
-                field_selector=field_selector,
-                limit=limit,
-                continue_token=continue_token,
-            )
+            return await self.memory.list(res, **opts)
         except ApiError as exc:
             raise error_from_stderr(f"Error from server ({exc.reason}): {exc.message}") from exc
 

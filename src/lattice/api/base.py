@@ -16,6 +16,9 @@ Contract:
   marks a plain-``dict`` field as a Kubernetes built-in type whose full schema comes from the
   committed OpenAPI snapshot (``k8s_schema``), read lazily when a CRD is generated; ``PodTemplate``,
   ``EnvVar``, ``Volume`` ... are such fields. In Python they stay plain data.
+- ``CustomResource[Spec]`` is the envelope of a kind: ``apiVersion``, ``kind``, ``metadata`` and
+  ``spec``, in that wire order; ``CustomResourceWithStatus[Spec, Status]`` adds an optional
+  ``status``. A kind narrows ``api_version`` and ``kind`` to its own ``Literal`` values.
 
 No I/O, no clock: callers pass times in.
 """
@@ -24,12 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Field,
     GetJsonSchemaHandler,
     PlainSerializer,
     WithJsonSchema,
@@ -50,6 +54,8 @@ __all__ = [
     "INT_OR_STRING_SCHEMA",
     "OBJECT_SCHEMA",
     "Affinity",
+    "CustomResource",
+    "CustomResourceWithStatus",
     "EnvVar",
     "IntOrString",
     "JobSpecObject",
@@ -195,3 +201,23 @@ class ObjectMeta(K8sModel):
     annotations: dict[str, str] | None = None
     owner_references: list[dict[str, Any]] | None = None
     finalizers: list[str] | None = None
+
+
+SpecT = TypeVar("SpecT", bound=BaseModel)
+StatusT = TypeVar("StatusT", bound=BaseModel)
+
+
+class CustomResource(K8sModel, Generic[SpecT]):
+    """The envelope of a kind without status; a kind overrides ``api_version`` and ``kind``
+    with its ``Literal`` values (their position on the wire stays first)."""
+
+    api_version: str
+    kind: str
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    spec: SpecT
+
+
+class CustomResourceWithStatus(CustomResource[SpecT], Generic[SpecT, StatusT]):
+    """The envelope of a kind with an optional status subresource."""
+
+    status: StatusT | None = None

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from pydantic import ConfigDict, Field
-from pydantic.config import JsonDict, JsonValue
+from pydantic.config import JsonDict
 
 from lattice.api.base import IntOrString, K8sModel, MicroTime, Object, PodTemplate, Time
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE
-from lattice.api.schema import cel_rule, list_map
+from lattice.api.schema import cel_rule, list_map, validations
 
 __all__ = [
     "CONTAINERS_MESSAGE",
@@ -29,6 +29,7 @@ __all__ = [
     "JobConditionType",
     "JobStatus",
     "KubeflowJobStatus",
+    "ManagedRunPolicy",
     "ReplicaSpec",
     "ReplicaStatus",
     "RestartPolicy",
@@ -36,7 +37,7 @@ __all__ = [
     "SchedulingPolicy",
     "SchedulingStatus",
     "Stage",
-    "managed_by_rules",
+    "managed_by",
     "replica_names_frozen_while_running",
     "while_running",
 ]
@@ -95,10 +96,11 @@ class Stage(StrEnum):
     CANCELLED = "Cancelled"
 
 
-def managed_by_rules(controller: str) -> list[JsonValue]:
-    """CEL rules for ``runPolicy.managedBy``: one of two controllers, and immutable."""
+def managed_by(controller: str) -> ConfigDict:
+    """The ``model_config`` of a ``ManagedRunPolicy`` whose kind's operator is ``controller``:
+    the rules that ``managedBy`` is that operator or MultiKueue, and immutable."""
     allowed = [controller, MANAGED_BY_MULTIKUEUE]
-    return [
+    rules = validations(
         cel_rule(
             "!has(self.managedBy) || self.managedBy in " + str(allowed),
             f"spec.runPolicy.managedBy must be {controller} or {MANAGED_BY_MULTIKUEUE}",
@@ -110,7 +112,8 @@ def managed_by_rules(controller: str) -> list[JsonValue]:
             "spec.runPolicy.managedBy is immutable",
             field_path=".managedBy",
         ),
-    ]
+    )
+    return ConfigDict(json_schema_extra=rules)
 
 
 def while_running(block: str) -> str:
@@ -183,20 +186,28 @@ class RunPolicy(K8sModel):
     """Whether the controller should delete the pods and keep the job suspended."""
 
 
+class ManagedRunPolicy(RunPolicy):
+    """A run policy with ``managedBy``; a kind's subclass sets ``model_config`` to
+    ``managed_by(<its operator>)``."""
+
+    managed_by: str | None = Field(None, max_length=63)
+    """Controller reconciling the job: the kind's operator when unset (kubeflow.org/mpi-operator
+    for an MPIJob, kubeflow.org/training-operator for an MXJob), or kueue.x-k8s.io/multikueue.
+    Immutable."""
+
+
 class ReplicaSpec(K8sModel):
     """One replica type: how many pods, from which template, restarted how."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "has(self.template) && has(self.template.spec) && "
-                    "has(self.template.spec.containers) && size(self.template.spec.containers) > 0",
-                    CONTAINERS_MESSAGE,
-                    field_path=".template.spec.containers",
-                ),
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "has(self.template) && has(self.template.spec) && "
+                "has(self.template.spec.containers) && size(self.template.spec.containers) > 0",
+                CONTAINERS_MESSAGE,
+                field_path=".template.spec.containers",
+            ),
+        )
     )
 
     replicas: int | None = Field(None, ge=0, le=MAX_REPLICAS)

@@ -154,8 +154,19 @@ def _referenced(tp: Any) -> Iterator[_DocType]:
         yield from _referenced(arg)
 
 
+def _generic(tp: Any) -> bool:
+    """Whether the annotation ``tp`` names a type variable (a generic base's field)."""
+    return isinstance(tp, typing.TypeVar) or any(_generic(a) for a in _args(tp))
+
+
 def _hints(model: type[BaseModel]) -> dict[str, Any]:
-    return typing.get_type_hints(model, include_extras=True)
+    """Field name to annotation, ``Annotated`` extras kept; a field of a generic base (the
+    ``CustomResource`` envelope's ``spec`` and ``status``) gets the type the model bound."""
+    hints = typing.get_type_hints(model, include_extras=True)
+    return {
+        name: info.annotation if _generic(hints[name]) else hints[name]
+        for name, info in model.model_fields.items()
+    }
 
 
 def _collect() -> tuple[dict[str, list[_DocType]], dict[_DocType, set[str]]]:

@@ -24,7 +24,7 @@ from pydantic_core import CoreSchema
 
 from lattice.api.base import K8sModel, PersistentVolumeClaim
 from lattice.api.k8s_schema import k8s_schema
-from lattice.api.schema import cel_rule, list_map
+from lattice.api.schema import cel_rule, immutable, list_map, validations
 
 __all__ = [
     "MAX_REPLICATED_JOBS",
@@ -50,12 +50,7 @@ __all__ = [
 MAX_REPLICATED_JOBS = 32
 """Bound on replicatedJobs, so that the dependsOn rules stay within the CEL cost budget."""
 
-_IMMUTABLE = "is immutable"
 _Name = Annotated[str, StringConstraints(max_length=63)]
-
-
-def _immutable(path: str) -> dict[str, Any]:
-    return {"x-kubernetes-validations": [cel_rule("self == oldSelf", f"{path} {_IMMUTABLE}")]}
 
 
 class _JobTemplateSchema:
@@ -107,7 +102,7 @@ class ReplicatedJob(K8sModel):
     depends_on: list[DependsOn] | None = Field(
         None,
         max_length=5,
-        json_schema_extra={**list_map("name"), **_immutable("replicatedJobs[].dependsOn")},
+        json_schema_extra={**list_map("name"), **immutable("replicatedJobs[].dependsOn")},
     )
     """replicatedJobs that must be Ready or Complete before this one is created. Immutable."""
 
@@ -225,15 +220,13 @@ class VolumeClaimPolicy(K8sModel):
     """PersistentVolumeClaims created for the JobSet and mounted by its pods."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "!has(self.templates) || self.templates.all(t, !has(t.metadata) || "
-                    "!has(t.metadata.namespace) || size(t.metadata.namespace) == 0)",
-                    "volumeClaimPolicies[].templates[].metadata.namespace must not be set",
-                )
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "!has(self.templates) || self.templates.all(t, !has(t.metadata) || "
+                "!has(t.metadata.namespace) || size(t.metadata.namespace) == 0)",
+                "volumeClaimPolicies[].templates[].metadata.namespace must not be set",
+            )
+        )
     )
 
     templates: list[PersistentVolumeClaim] | None = Field(
@@ -248,37 +241,35 @@ class JobSetSpec(K8sModel):
     """A ``jobset.x-k8s.io/v1alpha2`` JobSetSpec."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == "
-                    "'InOrder' && has(self.replicatedJobs) && "
-                    "self.replicatedJobs.exists(x, has(x.dependsOn)))",
-                    "startupPolicy InOrder and replicatedJobs[].dependsOn are mutually exclusive",
-                    field_path=".startupPolicy",
-                ),
-                cel_rule(
-                    "!has(self.replicatedJobs) || size(self.replicatedJobs) == 0 || "
-                    "!has(self.replicatedJobs[0].dependsOn)",
-                    "the first of replicatedJobs cannot have dependsOn",
-                    field_path=".replicatedJobs",
-                ),
-                cel_rule(
-                    "!has(self.replicatedJobs) || self.replicatedJobs.all(r, !has(r.dependsOn) "
-                    "|| r.dependsOn.all(d, d.name != r.name && "
-                    "self.replicatedJobs.exists(x, x.name == d.name)))",
-                    "replicatedJobs[].dependsOn must name another replicatedJob of the template",
-                    field_path=".replicatedJobs",
-                ),
-                cel_rule(
-                    "!has(self.successPolicy) || !has(self.successPolicy.targetReplicatedJobs) "
-                    "|| self.successPolicy.targetReplicatedJobs.all(t, has(self.replicatedJobs) "
-                    "&& self.replicatedJobs.exists(r, r.name == t))",
-                    "successPolicy.targetReplicatedJobs must name replicatedJobs of the template",
-                    field_path=".successPolicy.targetReplicatedJobs",
-                ),
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "!(has(self.startupPolicy) && self.startupPolicy.startupPolicyOrder == "
+                "'InOrder' && has(self.replicatedJobs) && "
+                "self.replicatedJobs.exists(x, has(x.dependsOn)))",
+                "startupPolicy InOrder and replicatedJobs[].dependsOn are mutually exclusive",
+                field_path=".startupPolicy",
+            ),
+            cel_rule(
+                "!has(self.replicatedJobs) || size(self.replicatedJobs) == 0 || "
+                "!has(self.replicatedJobs[0].dependsOn)",
+                "the first of replicatedJobs cannot have dependsOn",
+                field_path=".replicatedJobs",
+            ),
+            cel_rule(
+                "!has(self.replicatedJobs) || self.replicatedJobs.all(r, !has(r.dependsOn) "
+                "|| r.dependsOn.all(d, d.name != r.name && "
+                "self.replicatedJobs.exists(x, x.name == d.name)))",
+                "replicatedJobs[].dependsOn must name another replicatedJob of the template",
+                field_path=".replicatedJobs",
+            ),
+            cel_rule(
+                "!has(self.successPolicy) || !has(self.successPolicy.targetReplicatedJobs) "
+                "|| self.successPolicy.targetReplicatedJobs.all(t, has(self.replicatedJobs) "
+                "&& self.replicatedJobs.exists(r, r.name == t))",
+                "successPolicy.targetReplicatedJobs must name replicatedJobs of the template",
+                field_path=".successPolicy.targetReplicatedJobs",
+            ),
+        )
     )
 
     replicated_jobs: list[ReplicatedJob] = Field(
@@ -287,20 +278,16 @@ class JobSetSpec(K8sModel):
         json_schema_extra=list_map("name"),
     )
     """The replicatedJobs; names are unique."""
-    network: JobSetNetwork | None = Field(None, json_schema_extra=_immutable("network"))
+    network: JobSetNetwork | None = Field(None, json_schema_extra=immutable("network"))
     """Headless service and DNS settings. Immutable."""
     success_policy: JobSetSuccessPolicy | None = Field(
-        None, json_schema_extra=_immutable("successPolicy")
+        None, json_schema_extra=immutable("successPolicy")
     )
     """When the JobSet counts as succeeded (default: all Jobs complete). Immutable."""
-    failure_policy: FailurePolicy | None = Field(
-        None, json_schema_extra=_immutable("failurePolicy")
-    )
+    failure_policy: FailurePolicy | None = Field(None, json_schema_extra=immutable("failurePolicy"))
     """When the JobSet is restarted or failed after a Job fails (default: fail at once).
     Immutable."""
-    startup_policy: StartupPolicy | None = Field(
-        None, json_schema_extra=_immutable("startupPolicy")
-    )
+    startup_policy: StartupPolicy | None = Field(None, json_schema_extra=immutable("startupPolicy"))
     """Start order of the replicatedJobs (deprecated: use dependsOn). Immutable."""
     suspend: bool | None = None
     """Suspend the JobSet (the TrainJob's suspend takes precedence)."""
@@ -313,6 +300,6 @@ class JobSetSpec(K8sModel):
     volume_claim_policies: list[VolumeClaimPolicy] | None = Field(
         None,
         max_length=50,
-        json_schema_extra={"x-kubernetes-list-type": "atomic", **_immutable("volumeClaimPolicies")},
+        json_schema_extra={"x-kubernetes-list-type": "atomic", **immutable("volumeClaimPolicies")},
     )
     """PersistentVolumeClaims created for the JobSet. Immutable."""

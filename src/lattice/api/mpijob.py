@@ -19,20 +19,20 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal, Self
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from pydantic.config import JsonDict, JsonValue
 
-from lattice.api.base import K8sModel, ObjectMeta
+from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     KubeflowJobStatus,
+    ManagedRunPolicy,
     ReplicaSpec,
     RestartPolicy,
-    RunPolicy,
-    managed_by_rules,
+    managed_by,
     replica_names_frozen_while_running,
 )
 from lattice.api.constants import MANAGED_BY_MPI_OPERATOR, REPLICA_LAUNCHER, REPLICA_WORKER
-from lattice.api.schema import cel_rule, dns1035_name_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule, validations
 
 __all__ = [
     "LauncherCreationPolicy",
@@ -59,16 +59,10 @@ class LauncherCreationPolicy(StrEnum):
     WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
 
 
-class MPIRunPolicy(RunPolicy):
+class MPIRunPolicy(ManagedRunPolicy):
     """Run policy of an MPIJob (the launcher Job gets ttl, deadline and backoffLimit)."""
 
-    model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": managed_by_rules(MANAGED_BY_MPI_OPERATOR)}
-    )
-
-    managed_by: str | None = Field(None, max_length=63)
-    """Controller reconciling the job: kubeflow.org/mpi-operator (or unset) or
-    kueue.x-k8s.io/multikueue. Immutable."""
+    model_config = managed_by(MANAGED_BY_MPI_OPERATOR)
 
 
 _REPLICA_RULES: list[JsonValue] = [
@@ -112,7 +106,7 @@ class MPIJobSpec(K8sModel):
     )
     """Runtime policies: clean-up, TTL, deadline, retries, gang, suspend, managedBy."""
     mpi_replica_specs: dict[str, ReplicaSpec] = Field(
-        max_length=2, json_schema_extra={"x-kubernetes-validations": _REPLICA_RULES}
+        max_length=2, json_schema_extra=validations(*_REPLICA_RULES)
     )
     """Replica specs keyed by type: Launcher (required, 1 replica) and Worker."""
     ssh_auth_mount_path: str = "/root/.ssh"
@@ -174,11 +168,8 @@ def mpijob_root_rules() -> list[JsonDict]:
     ]
 
 
-class MPIJob(K8sModel):
+class MPIJob(CustomResourceWithStatus[MPIJobSpec, KubeflowJobStatus]):
     """An MPI job: one launcher running mpirun against N workers reached over SSH."""
 
     api_version: Literal["kubeflow.org/v2beta1"] = "kubeflow.org/v2beta1"
     kind: Literal["MPIJob"] = "MPIJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: MPIJobSpec
-    status: KubeflowJobStatus | None = None

@@ -20,21 +20,21 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 from pydantic.config import JsonDict, JsonValue
 from pydantic_core import PydanticCustomError
 
-from lattice.api.base import K8sModel, ObjectMeta
+from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     KubeflowJobStatus,
+    ManagedRunPolicy,
     ReplicaSpec,
     RestartPolicy,
-    RunPolicy,
-    managed_by_rules,
+    managed_by,
     replica_names_frozen_while_running,
 )
 from lattice.api.constants import MANAGED_BY_TRAINING_OPERATOR, MX_REPLICA_TYPES, REPLICA_SCHEDULER
-from lattice.api.schema import cel_rule, dns1035_name_rule
+from lattice.api.schema import cel_rule, dns1035_name_rule, validations
 
 __all__ = [
     "JobMode",
@@ -54,18 +54,10 @@ class JobMode(StrEnum):
     MX_TUNE = "MXTune"
 
 
-class MXRunPolicy(RunPolicy):
+class MXRunPolicy(ManagedRunPolicy):
     """Run policy of an MXJob."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": managed_by_rules(MANAGED_BY_TRAINING_OPERATOR)
-        }
-    )
-
-    managed_by: str | None = Field(None, max_length=63)
-    """Controller reconciling the job: kubeflow.org/training-operator (or unset) or
-    kueue.x-k8s.io/multikueue. Immutable."""
+    model_config = managed_by(MANAGED_BY_TRAINING_OPERATOR)
 
 
 class MXReplicaSpec(ReplicaSpec):
@@ -111,7 +103,7 @@ class MXJobSpec(K8sModel):
     """MXTrain (default) or MXTune."""
     mx_replica_specs: dict[str, MXReplicaSpec] = Field(
         max_length=len(MX_REPLICA_TYPES),
-        json_schema_extra={"x-kubernetes-validations": _REPLICA_RULES},
+        json_schema_extra=validations(*_REPLICA_RULES),
     )
     """Replica specs keyed by type: Scheduler, Server, Worker, TunerTracker, TunerServer, Tuner
     (any letter case; normalised on parse)."""
@@ -144,11 +136,8 @@ def mxjob_root_rules() -> list[JsonDict]:
     ]
 
 
-class MXJob(K8sModel):
+class MXJob(CustomResourceWithStatus[MXJobSpec, KubeflowJobStatus]):
     """A distributed MXNet job: scheduler, parameter servers and workers (or a tuning job)."""
 
     api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
     kind: Literal["MXJob"] = "MXJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: MXJobSpec
-    status: KubeflowJobStatus | None = None

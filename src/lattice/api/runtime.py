@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints
 
-from lattice.api.base import IntOrString, K8sModel, MetricSpec, ObjectMeta
+from lattice.api.base import CustomResource, IntOrString, K8sModel, MetricSpec
 from lattice.api.jobset import (
     MAX_REPLICATED_JOBS,
     JobSetNetwork,
@@ -35,7 +35,7 @@ from lattice.api.jobset import (
     ReplicatedJob,
     SuccessPolicyOperator,
 )
-from lattice.api.schema import cel_rule, list_map
+from lattice.api.schema import cel_rule, list_map, validations
 
 __all__ = [
     "MAX_REPLICATED_JOBS",
@@ -72,15 +72,13 @@ class TorchElasticPolicy(K8sModel):
     """Elastic PyTorch: torchrun ``--nnodes=minNodes:maxNodes`` (Trainer v2.0/v2.1 only)."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "!has(self.minNodes) || !has(self.maxNodes) || self.minNodes <= self.maxNodes",
-                    "mlPolicy.torch.elasticPolicy.minNodes must be less than or equal to maxNodes",
-                    field_path=".minNodes",
-                ),
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "!has(self.minNodes) || !has(self.maxNodes) || self.minNodes <= self.maxNodes",
+                "mlPolicy.torch.elasticPolicy.minNodes must be less than or equal to maxNodes",
+                field_path=".minNodes",
+            ),
+        )
     )
 
     max_restarts: int | None = Field(None, ge=0)
@@ -108,13 +106,13 @@ class EnvInjectionTarget(K8sModel):
         max_length=8,
         json_schema_extra={
             "x-kubernetes-list-type": "set",
-            "x-kubernetes-validations": [
+            **validations(
                 cel_rule(
                     "!self.exists(c, c == 'node')",
                     "envInjection containerNames must not include node: the node container "
                     "always gets the PET_* variables",
                 )
-            ],
+            ),
         },
     )
     """Containers (sidecars, init containers) that get the PET_* variables too."""
@@ -136,15 +134,12 @@ class TorchMLPolicySource(K8sModel):
 
     num_proc_per_node: IntOrString = Field(
         "auto",
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "type(self) == int ? self > 0 : self in ['auto', 'cpu', 'gpu']",
-                    "mlPolicy.torch.numProcPerNode must be a positive integer or one of auto, cpu, "
-                    "gpu",
-                ),
-            ]
-        },
+        json_schema_extra=validations(
+            cel_rule(
+                "type(self) == int ? self > 0 : self in ['auto', 'cpu', 'gpu']",
+                "mlPolicy.torch.numProcPerNode must be a positive integer or one of auto, cpu, gpu",
+            ),
+        ),
     )
     """torchrun --nproc-per-node: auto (default), cpu, gpu or a positive integer (Trainer
     v2.0/v2.1; v2.2 derives it from the trainer's resources)."""
@@ -172,11 +167,9 @@ class FluxMLPolicySource(K8sModel):
 
     num_proc_per_node: int = Field(
         1,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule("self >= 1", "mlPolicy.flux.numProcPerNode must be at least 1")
-            ]
-        },
+        json_schema_extra=validations(
+            cel_rule("self >= 1", "mlPolicy.flux.numProcPerNode must be at least 1")
+        ),
     )
     """Tasks per node. Defaults to 1."""
 
@@ -194,21 +187,18 @@ class MLPolicy(K8sModel):
     """ML-specific parameters of the runtime."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "!(has(self.numNodes) && has(self.torch) && has(self.torch.elasticPolicy))",
-                    "mlPolicy.numNodes must not be set when mlPolicy.torch.elasticPolicy is "
-                    "configured",
-                    field_path=".numNodes",
-                ),
-                cel_rule(
-                    "[" + ", ".join(f"has(self.{p})" for p in _ONE_POLICY) + "]"
-                    ".filter(x, x).size() <= 1",
-                    "only one of mlPolicy.torch, mpi, jax, xgboost and flux may be configured",
-                ),
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "!(has(self.numNodes) && has(self.torch) && has(self.torch.elasticPolicy))",
+                "mlPolicy.numNodes must not be set when mlPolicy.torch.elasticPolicy is configured",
+                field_path=".numNodes",
+            ),
+            cel_rule(
+                "[" + ", ".join(f"has(self.{p})" for p in _ONE_POLICY) + "]"
+                ".filter(x, x).size() <= 1",
+                "only one of mlPolicy.torch, mpi, jax, xgboost and flux may be configured",
+            ),
+        )
     )
 
     num_nodes: int | None = Field(None, ge=1, le=100_000)
@@ -259,15 +249,13 @@ class PodGroupPolicy(K8sModel):
     """Gang-scheduling through a PodGroup."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "!(has(self.coscheduling) && has(self.volcano))",
-                    "only one of podGroupPolicy.coscheduling and podGroupPolicy.volcano may be "
-                    "configured",
-                )
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "!(has(self.coscheduling) && has(self.volcano))",
+                "only one of podGroupPolicy.coscheduling and podGroupPolicy.volcano may be "
+                "configured",
+            )
+        )
     )
 
     coscheduling: CoschedulingPodGroupPolicySource | None = None
@@ -312,19 +300,15 @@ class TrainingRuntimeSpec(K8sModel):
     """JobSet template instantiated for every TrainJob."""
 
 
-class TrainingRuntime(K8sModel):
+class TrainingRuntime(CustomResource[TrainingRuntimeSpec]):
     """A namespaced training runtime, usable by TrainJobs in its namespace."""
 
     api_version: Literal["trainer.kubeflow.org/v1alpha1"] = "trainer.kubeflow.org/v1alpha1"
     kind: Literal["TrainingRuntime"] = "TrainingRuntime"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainingRuntimeSpec
 
 
-class ClusterTrainingRuntime(K8sModel):
+class ClusterTrainingRuntime(CustomResource[TrainingRuntimeSpec]):
     """A cluster-scoped training runtime, usable by TrainJobs in any namespace."""
 
     api_version: Literal["trainer.kubeflow.org/v1alpha1"] = "trainer.kubeflow.org/v1alpha1"
     kind: Literal["ClusterTrainingRuntime"] = "ClusterTrainingRuntime"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainingRuntimeSpec

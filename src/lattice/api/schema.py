@@ -16,7 +16,8 @@ Contract: ``structural_schema(model)`` returns a plain ``dict`` that a kube-apis
 - ``x-kubernetes-validations`` given on a field and on the referenced model are concatenated.
 
 ``structural_violations(schema)`` re-checks the result independently (used by the unit tests and by
-``crd.render_crds``). ``cel_rule`` builds one ``x-kubernetes-validations`` entry. No I/O.
+``crd.render_crds``). ``cel_rule`` builds one ``x-kubernetes-validations`` entry, ``validations``
+the marker holding a list of them, ``immutable`` the marker of a field that never changes. No I/O.
 """
 
 from __future__ import annotations
@@ -26,16 +27,18 @@ from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel
-from pydantic.config import JsonDict
+from pydantic.config import JsonDict, JsonValue
 
 __all__ = [
     "NonStructuralSchemaError",
     "canonical",
     "cel_rule",
     "dns1035_name_rule",
+    "immutable",
     "list_map",
     "structural_schema",
     "structural_violations",
+    "validations",
 ]
 
 _DROP = frozenset({"title", "$schema", "examples", "discriminator", "$comment", "readOnly"})
@@ -98,6 +101,16 @@ def cel_rule(
     if reason is not None:
         entry["reason"] = reason
     return entry
+
+
+def validations(*rules: JsonValue) -> JsonDict:
+    """The ``x-kubernetes-validations`` marker holding ``rules``, for a model or a field."""
+    return {"x-kubernetes-validations": list(rules)}
+
+
+def immutable(path: str) -> JsonDict:
+    """The marker of a field that must not change once set: ``<path> is immutable``."""
+    return validations(cel_rule("self == oldSelf", f"{path} is immutable"))
 
 
 def list_map(key: str) -> JsonDict:

@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 from pydantic.config import JsonDict
 
-from lattice.api.base import K8sModel, ObjectMeta
+from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     CleanPodPolicy,
     JobStatus,
@@ -32,7 +32,7 @@ from lattice.api.common import (
     SchedulingStatus,
     while_running,
 )
-from lattice.api.schema import cel_rule
+from lattice.api.schema import cel_rule, validations
 
 __all__ = [
     "MAX_PRIORITY",
@@ -79,15 +79,13 @@ class TrainingJobSpec(K8sModel):
     """Desired state of a TrainingJob."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "!has(self.minSize) || !has(self.maxSize) || self.minSize <= self.maxSize",
-                    "spec.minSize must be less than or equal to spec.maxSize",
-                    field_path=".minSize",
-                ),
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "!has(self.minSize) || !has(self.maxSize) || self.minSize <= self.maxSize",
+                "spec.minSize must be less than or equal to spec.maxSize",
+                field_path=".minSize",
+            ),
+        )
     )
 
     run_policy: TrainingJobRunPolicy = Field(
@@ -152,11 +150,8 @@ def trainingjob_root_rules() -> list[JsonDict]:
     return rules
 
 
-class TrainingJob(K8sModel):
+class TrainingJob(CustomResourceWithStatus[TrainingJobSpec, TrainingJobStatus]):
     """A distributed training job whose size the Lattice scheduler picks in [minSize, maxSize]."""
 
     api_version: Literal["breezeml.ai/v1"] = "breezeml.ai/v1"
     kind: Literal["TrainingJob"] = "TrainingJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainingJobSpec
-    status: TrainingJobStatus | None = None

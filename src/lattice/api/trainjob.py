@@ -24,16 +24,16 @@ from pydantic import ConfigDict, Field, StringConstraints
 from pydantic.config import JsonDict
 
 from lattice.api.base import (
+    CustomResourceWithStatus,
     EnvVar,
     IntOrString,
     K8sModel,
-    ObjectMeta,
     ResourceRequirements,
     Time,
 )
 from lattice.api.common import ConditionStatus, SchedulingStatus
 from lattice.api.constants import MANAGED_BY_MULTIKUEUE, MANAGED_BY_TRAINJOB_CONTROLLER
-from lattice.api.schema import cel_rule, dns1035_name_rule, list_map
+from lattice.api.schema import cel_rule, dns1035_name_rule, immutable, list_map, validations
 from lattice.api.trainjob_overrides import (
     ContainerOverride,
     PodSchedulingGate,
@@ -71,10 +71,6 @@ __all__ = [
 _URI = "^[A-Za-z][A-Za-z0-9+.-]*://.+$"
 
 
-def _immutable(path: str) -> dict[str, Any]:
-    return {"x-kubernetes-validations": [cel_rule("self == oldSelf", f"{path} is immutable")]}
-
-
 def _env() -> Any:
     return Field(
         None,
@@ -87,14 +83,12 @@ def _storage_uri(what: str) -> Any:
     return Field(
         None,
         max_length=2048,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    f"self == '' || self.matches('{_URI}')",
-                    f"initializer.{what}.storageUri must be empty or a URI (scheme://...)",
-                )
-            ]
-        },
+        json_schema_extra=validations(
+            cel_rule(
+                f"self == '' || self.matches('{_URI}')",
+                f"initializer.{what}.storageUri must be empty or a URI (scheme://...)",
+            )
+        ),
     )
 
 
@@ -191,11 +185,11 @@ class Trainer(K8sModel):
 class TrainJobSpec(K8sModel):
     """Desired state of a TrainJob."""
 
-    runtime_ref: RuntimeRef = Field(json_schema_extra=_immutable("spec.runtimeRef"))
+    runtime_ref: RuntimeRef = Field(json_schema_extra=immutable("spec.runtimeRef"))
     """The training runtime to instantiate. Immutable."""
-    initializer: Initializer | None = Field(None, json_schema_extra=_immutable("spec.initializer"))
+    initializer: Initializer | None = Field(None, json_schema_extra=immutable("spec.initializer"))
     """Dataset and model initialisation. Immutable."""
-    trainer: Trainer | None = Field(None, json_schema_extra=_immutable("spec.trainer"))
+    trainer: Trainer | None = Field(None, json_schema_extra=immutable("spec.trainer"))
     """Training container overrides: image, command, env, number of nodes, resources.
     Immutable."""
     runtime_patches: list[RuntimePatch] | None = Field(
@@ -221,23 +215,21 @@ class TrainJobSpec(K8sModel):
     suspend: bool = False
     """Suspend the TrainJob (the JobSet is suspended). Defaults to false."""
     active_deadline_seconds: int | None = Field(
-        None, ge=1, json_schema_extra=_immutable("spec.activeDeadlineSeconds")
+        None, ge=1, json_schema_extra=immutable("spec.activeDeadlineSeconds")
     )
     """Seconds the TrainJob may be active, counted from its start (reset on resume), before its
     pods are terminated and it fails with reason DeadlineExceeded. Immutable."""
     managed_by: str = Field(
         MANAGED_BY_TRAINJOB_CONTROLLER,
         max_length=253,
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    f"self in ['{MANAGED_BY_TRAINJOB_CONTROLLER}', '{MANAGED_BY_MULTIKUEUE}']",
-                    f"spec.managedBy must be {MANAGED_BY_TRAINJOB_CONTROLLER} or "
-                    f"{MANAGED_BY_MULTIKUEUE}",
-                ),
-                cel_rule("self == oldSelf", "spec.managedBy is immutable"),
-            ]
-        },
+        json_schema_extra=validations(
+            cel_rule(
+                f"self in ['{MANAGED_BY_TRAINJOB_CONTROLLER}', '{MANAGED_BY_MULTIKUEUE}']",
+                f"spec.managedBy must be {MANAGED_BY_TRAINJOB_CONTROLLER} or "
+                f"{MANAGED_BY_MULTIKUEUE}",
+            ),
+            cel_rule("self == oldSelf", "spec.managedBy is immutable"),
+        ),
     )
     """Controller reconciling the TrainJob. Defaults to trainer.kubeflow.org/trainjob-controller.
     Immutable."""
@@ -290,14 +282,12 @@ class TrainerStatus(K8sModel):
     """Progress the trainer reported (Trainer v2.2+, alpha upstream)."""
 
     model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                cel_rule(
-                    "has(self.lastUpdatedTime)",
-                    "status.trainerStatus.lastUpdatedTime is required",
-                )
-            ]
-        }
+        json_schema_extra=validations(
+            cel_rule(
+                "has(self.lastUpdatedTime)",
+                "status.trainerStatus.lastUpdatedTime is required",
+            )
+        )
     )
 
     progress_percentage: int | None = Field(None, ge=0, le=100)
@@ -347,11 +337,8 @@ def trainjob_root_rules() -> list[JsonDict]:
     ]
 
 
-class TrainJob(K8sModel):
+class TrainJob(CustomResourceWithStatus[TrainJobSpec, TrainJobStatus]):
     """A training job instantiated from a (Cluster)TrainingRuntime."""
 
     api_version: Literal["trainer.kubeflow.org/v1alpha1"] = "trainer.kubeflow.org/v1alpha1"
     kind: Literal["TrainJob"] = "TrainJob"
-    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
-    spec: TrainJobSpec
-    status: TrainJobStatus | None = None

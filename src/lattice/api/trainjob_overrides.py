@@ -12,7 +12,7 @@ are immutable; list sizes are bounded as upstream bounds them. Plain data in Pyt
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import Field
 
@@ -29,7 +29,7 @@ from lattice.api.base import (
     Volume,
     VolumeMount,
 )
-from lattice.api.schema import cel_rule, list_map
+from lattice.api.schema import immutable, list_map
 
 __all__ = [
     "ContainerOverride",
@@ -51,17 +51,10 @@ __all__ = [
 ]
 
 
-def _map(key: str, *, max_items: int | None = None, immutable: str | None = None) -> Any:
-    extra: dict[str, Any] = list_map(key)
-    if immutable:
-        extra["x-kubernetes-validations"] = [
-            cel_rule("self == oldSelf", f"{immutable} is immutable")
-        ]
+def _map(key: str, *, max_items: int | None = None, frozen: str | None = None) -> Any:
+    """A list-map field keyed by ``key``; ``frozen`` names it in its immutability rule."""
+    extra = list_map(key) | (immutable(frozen) if frozen else {})
     return Field(None, max_length=max_items, json_schema_extra=extra)
-
-
-def _immutable(path: str) -> dict[str, Any]:
-    return {"x-kubernetes-validations": [cel_rule("self == oldSelf", f"{path} is immutable")]}
 
 
 class PodSpecOverrideTargetJob(K8sModel):
@@ -92,13 +85,18 @@ class PodSchedulingGate(K8sModel):
     """Name of the gate."""
 
 
-class PodSpecOverride(K8sModel):
-    """Trainer v2.0 ``podSpecOverrides`` entry: pod spec overrides for some replicatedJobs."""
+class _Targeted(K8sModel):
+    """An override entry of some replicatedJobs (``podSpecOverrides``, ``podTemplateOverrides``)."""
 
     target_jobs: list[PodSpecOverrideTargetJob] = Field(
         json_schema_extra={"x-kubernetes-list-type": "atomic"}
     )
     """The replicatedJobs to override."""
+
+
+class _PodOverrides(K8sModel):
+    """The pod spec fields that both Trainer v2.0 and v2.1 overrides set."""
+
     service_account_name: str | None = None
     """Service account of the pods."""
     node_selector: dict[str, str] | None = None
@@ -115,6 +113,11 @@ class PodSpecOverride(K8sModel):
     """Overrides of containers."""
     scheduling_gates: list[PodSchedulingGate] | None = _map("name")
     """Scheduling gates of the pods."""
+
+
+# Fields come base by base from the last base to the first: targetJobs stays first, as upstream.
+class PodSpecOverride(_PodOverrides, _Targeted):
+    """Trainer v2.0 ``podSpecOverrides`` entry: pod spec overrides for some replicatedJobs."""
 
 
 class PatchMetadata(K8sModel):
@@ -126,39 +129,19 @@ class PatchMetadata(K8sModel):
     """Annotations merged into the object's annotations."""
 
 
-class PodTemplateSpecOverride(K8sModel):
+class PodTemplateSpecOverride(_PodOverrides):
     """Pod spec fields a ``podTemplateOverrides`` entry may set (Trainer v2.1)."""
 
-    service_account_name: str | None = None
-    """Service account of the pods."""
-    node_selector: dict[str, str] | None = None
-    """Node selector of the pods."""
     affinity: Affinity | None = None
     """Affinity of the pods."""
-    tolerations: list[Toleration] | None = Field(
-        None, json_schema_extra={"x-kubernetes-list-type": "atomic"}
-    )
-    """Tolerations of the pods."""
-    volumes: list[Volume] | None = _map("name")
-    """Volumes of the pods."""
-    init_containers: list[ContainerOverride] | None = _map("name")
-    """Overrides of init containers."""
-    containers: list[ContainerOverride] | None = _map("name")
-    """Overrides of containers."""
-    scheduling_gates: list[PodSchedulingGate] | None = _map("name")
-    """Scheduling gates of the pods."""
     image_pull_secrets: list[LocalObjectRef] | None = _map("name")
     """Image pull secrets of the pods."""
 
 
-class PodTemplateOverride(K8sModel):
+class PodTemplateOverride(_Targeted):
     """Trainer v2.1 ``podTemplateOverrides`` entry: pod template overrides for some replicatedJobs;
     later entries win over earlier ones for the same job."""
 
-    target_jobs: list[PodSpecOverrideTargetJob] = Field(
-        json_schema_extra={"x-kubernetes-list-type": "atomic"}
-    )
-    """The replicatedJobs to override."""
     metadata: PatchMetadata | None = None
     """Labels and annotations merged into the pod template's."""
     spec: PodTemplateSpecOverride | None = None
@@ -169,23 +152,23 @@ class PodSpecPatch(K8sModel):
     """Pod spec fields a runtime patch may set (Trainer v2.2+)."""
 
     service_account_name: str | None = Field(
-        None, max_length=253, json_schema_extra=_immutable("serviceAccountName")
+        None, max_length=253, json_schema_extra=immutable("serviceAccountName")
     )
     """Service account of the pods. Immutable."""
-    volumes: list[Volume] | None = _map("name", max_items=128, immutable="volumes")
+    volumes: list[Volume] | None = _map("name", max_items=128, frozen="volumes")
     """Volumes of the pods. Immutable."""
     init_containers: list[ContainerOverride] | None = _map(
-        "name", max_items=64, immutable="initContainers"
+        "name", max_items=64, frozen="initContainers"
     )
     """Init container patches. Immutable."""
-    containers: list[ContainerOverride] | None = _map("name", max_items=64, immutable="containers")
+    containers: list[ContainerOverride] | None = _map("name", max_items=64, frozen="containers")
     """Container patches. Immutable."""
     image_pull_secrets: list[LocalObjectRef] | None = _map(
-        "name", max_items=64, immutable="imagePullSecrets"
+        "name", max_items=64, frozen="imagePullSecrets"
     )
     """Image pull secrets of the pods. Immutable."""
     security_context: PodSecurityContext | None = Field(
-        None, json_schema_extra=_immutable("securityContext")
+        None, json_schema_extra=immutable("securityContext")
     )
     """Security context of the pods. Immutable."""
     node_selector: dict[str, str] | None = None
@@ -199,18 +182,25 @@ class PodSpecPatch(K8sModel):
     scheduling_gates: list[PodSchedulingGateObject] | None = _map("name", max_items=16)
     """Scheduling gates of the pods."""
     termination_grace_period_seconds: int | None = Field(
-        None, ge=0, json_schema_extra=_immutable("terminationGracePeriodSeconds")
+        None, ge=0, json_schema_extra=immutable("terminationGracePeriodSeconds")
     )
     """Termination grace period of the pods. Immutable."""
 
 
-class PodTemplatePatch(K8sModel):
-    """Patch of a Job's pod template."""
+SpecT = TypeVar("SpecT", bound=K8sModel)
+
+
+class _TemplatePatch(K8sModel, Generic[SpecT]):
+    """Patch of a template: its metadata and its spec."""
 
     metadata: PatchMetadata | None = None
-    """Labels and annotations merged into the pod template's."""
-    spec: PodSpecPatch | None = None
-    """Pod spec patch."""
+    """Labels and annotations merged into the template's."""
+    spec: SpecT | None = None
+    """Patch of the template's spec."""
+
+
+class PodTemplatePatch(_TemplatePatch[PodSpecPatch]):
+    """Patch of a Job's pod template."""
 
 
 class JobSpecPatch(K8sModel):
@@ -220,13 +210,8 @@ class JobSpecPatch(K8sModel):
     """Pod template patch."""
 
 
-class JobTemplatePatch(K8sModel):
+class JobTemplatePatch(_TemplatePatch[JobSpecPatch]):
     """Patch of a replicatedJob's Job template."""
-
-    metadata: PatchMetadata | None = None
-    """Labels and annotations merged into the Job's."""
-    spec: JobSpecPatch | None = None
-    """Job spec patch."""
 
 
 class ReplicatedJobPatch(K8sModel):
@@ -245,13 +230,8 @@ class JobSetSpecPatch(K8sModel):
     """Patches keyed by replicatedJob name."""
 
 
-class JobSetTemplatePatch(K8sModel):
+class JobSetTemplatePatch(_TemplatePatch[JobSetSpecPatch]):
     """Patch of the runtime's JobSet template."""
-
-    metadata: PatchMetadata | None = None
-    """Labels and annotations merged into the JobSet's."""
-    spec: JobSetSpecPatch | None = None
-    """JobSet spec patch."""
 
 
 class TrainingRuntimeSpecPatch(K8sModel):
@@ -265,7 +245,7 @@ class RuntimePatch(K8sModel):
     """A patch of the runtime, owned by one manager (the user, Kueue, a webhook ...)."""
 
     manager: str = Field(
-        min_length=1, max_length=253, json_schema_extra=_immutable("runtimePatches[].manager")
+        min_length=1, max_length=253, json_schema_extra=immutable("runtimePatches[].manager")
     )
     """Who owns the patch, e.g. kueue.x-k8s.io/manager. Immutable."""
     time: Time | None = None

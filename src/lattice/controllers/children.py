@@ -94,15 +94,13 @@ def _index_of(manifest: Obj) -> int:
     return int(raw) if isinstance(raw, str) and raw.isdigit() else -1
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChildSync:
     """The create/delete half of a job reconcile, for one child resource."""
 
-    def __init__(
-        self, *, client: KubeClient, expectations: Expectations, recorder: EventRecorder
-    ) -> None:
-        self._client = client
-        self._exp = expectations
-        self._recorder = recorder
+    client: KubeClient
+    expectations: Expectations
+    recorder: EventRecorder
 
     async def sync(
         self,
@@ -127,10 +125,10 @@ class ChildSync:
             key=lambda e: (-e.index, e.name),
         )
         if to_create:
-            self._exp.expect_creations(exp_key, [m["metadata"]["name"] for m in to_create])
+            self.expectations.expect_creations(exp_key, [m["metadata"]["name"] for m in to_create])
             await _bounded([self._create(job, exp_key, res, m, out) for m in to_create], _PARALLEL)
         if to_delete:
-            self._exp.expect_deletions(exp_key, [e.name for e in to_delete])
+            self.expectations.expect_deletions(exp_key, [e.name for e in to_delete])
             await _bounded([self._delete(job, exp_key, res, e.name, out) for e in to_delete], 8)
         return out
 
@@ -145,7 +143,7 @@ class ChildSync:
         """Delete the named children (clean-up of a finished job)."""
         out = SyncOutcome()
         if names:
-            self._exp.expect_deletions(exp_key, names)
+            self.expectations.expect_deletions(exp_key, names)
             await _bounded([self._delete(job, exp_key, res, n, out) for n in names], _PARALLEL)
         return out
 
@@ -154,13 +152,13 @@ class ChildSync:
     ) -> None:
         name = manifest["metadata"]["name"]
         try:
-            await self._client.create(res, manifest, namespace=job.namespace)
+            await self.client.create(res, manifest, namespace=job.namespace)
         except AlreadyExists:
-            self._exp.creation_failed(exp_key, name)
+            self.expectations.creation_failed(exp_key, name)
             await self._taken(job, res, name, out)
             return
         except Exception as exc:
-            self._exp.creation_failed(exp_key, name)
+            self.expectations.creation_failed(exp_key, name)
             self._failed_create(job, res, name, exc, out)
             return
         out.created.append(name)
@@ -191,7 +189,7 @@ class ChildSync:
     async def _taken(self, job: ObjectRef, res: Resource, name: str, out: SyncOutcome) -> None:
         """A create met an existing object: ours (a cache lag), or a clash (never adopted)."""
         try:
-            current = await self._client.get(res, name, namespace=job.namespace)
+            current = await self.client.get(res, name, namespace=job.namespace)
         except Exception as exc:
             # Reported like a failed create (the reconcile is retried), not raised: raising
             # would leave this sync's other creates running after the reconcile returned.
@@ -206,7 +204,7 @@ class ChildSync:
         else:
             held_by = f"is controlled by {owner.get('kind')} {job.namespace}/{owner.get('name')}"
         message = f"{res.kind} {name!r} already exists and {held_by}; it is not adopted"
-        self._recorder.record(job, type="Warning", reason="ErrResourceExists", note=message)
+        self.recorder.record(job, type="Warning", reason="ErrResourceExists", note=message)
         if owner is not None:
             other = ObjectRef(
                 str(owner.get("apiVersion") or ""),
@@ -216,7 +214,7 @@ class ChildSync:
                 str(owner.get("uid") or ""),
             )
             note = f"{job.kind} {job.namespace}/{job.name} also wants {res.kind} {name!r}"
-            self._recorder.record(other, type="Warning", reason=NAME_CLASH, note=note)
+            self.recorder.record(other, type="Warning", reason=NAME_CLASH, note=note)
         out.refused.append(f"{res.kind} {name}: {message}")
         log.warning("child.create_refused", child=f"{res.kind}/{name}", status=409, message=message)
 
@@ -224,12 +222,12 @@ class ChildSync:
         self, job: ObjectRef, exp_key: str, res: Resource, name: str, out: SyncOutcome
     ) -> None:
         try:
-            await self._client.delete(res, name, namespace=job.namespace)
+            await self.client.delete(res, name, namespace=job.namespace)
         except NotFound:
-            self._exp.deletion_failed(exp_key, name)
+            self.expectations.deletion_failed(exp_key, name)
             return
         except Exception as exc:
-            self._exp.deletion_failed(exp_key, name)
+            self.expectations.deletion_failed(exp_key, name)
             self._record(job, verb="Delete", res=res, note=f"{name}: {exc}", failed=True)
             out.errors.append(f"delete {res.kind} {name}: {exc}")
             return
@@ -241,9 +239,9 @@ class ChildSync:
     ) -> None:
         """The ``Successful<Verb><Kind>`` (Normal) or ``Failed<Verb><Kind>`` (Warning) Event."""
         if failed:
-            self._recorder.record(job, type="Warning", reason=f"Failed{verb}{res.kind}", note=note)
+            self.recorder.record(job, type="Warning", reason=f"Failed{verb}{res.kind}", note=note)
         else:
-            self._recorder.record(
+            self.recorder.record(
                 job, type="Normal", reason=f"Successful{verb}{res.kind}", note=note
             )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 import structlog
@@ -36,16 +37,14 @@ __all__ = ["Cleanup"]
 log = structlog.get_logger(__name__)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Cleanup:
     """Deletes what a finished or stopped job no longer needs, the job itself after its TTL."""
 
-    def __init__(
-        self, *, owned: OwnedChildren, sync: ChildSync, client: KubeClient, resource: Resource
-    ) -> None:
-        self._owned = owned
-        self._sync = sync
-        self._client = client
-        self._res = resource
+    owned: OwnedChildren
+    sync: ChildSync
+    client: KubeClient
+    resource: Resource
 
     async def finished(self, step: Step, policy: RunPolicyView) -> float | None:
         """Clean up a finished job; the seconds until its TTL deletion, or None."""
@@ -60,7 +59,7 @@ class Cleanup:
         if policy.clean_pod_policy != "None":
             doomed = [
                 p.name
-                for p in self._owned.pods(ref)
+                for p in self.owned.pods(ref)
                 if p.deletion_timestamp is None
                 and (policy.clean_pod_policy == "All" or p.phase in ("Pending", "Running"))
             ]
@@ -68,7 +67,7 @@ class Cleanup:
             if policy.service_cleanup != "None":
                 services = [
                     e.name
-                    for e in self._owned.services(ref).values()
+                    for e in self.owned.services(ref).values()
                     if not e.deleting and (policy.service_cleanup == "All" or e.name in doomed)
                 ]
                 await self._delete(step, "services", SERVICES, services)
@@ -77,14 +76,14 @@ class Cleanup:
         expire = completion + timedelta(seconds=policy.ttl_seconds_after_finished)
         if step.now >= expire:
             with contextlib.suppress(NotFound):
-                await self._client.delete(self._res, name, namespace=ns, uid=ref.uid)
+                await self.client.delete(self.resource, name, namespace=ns, uid=ref.uid)
             log.info("job.ttl_deleted", ttl=policy.ttl_seconds_after_finished)
             return None
         return (expire - step.now).total_seconds()
 
     async def stop_all(self, step: Step, live: Sequence[PodInfo]) -> None:
         await self._delete(step, "pods", PODS, [p.name for p in live])
-        services = self._owned.services(step.ref)
+        services = self.owned.services(step.ref)
         await self._delete(
             step, "services", SERVICES, [e.name for e in services.values() if not e.deleting]
         )
@@ -95,5 +94,5 @@ class Cleanup:
 
     async def _delete(self, step: Step, what: str, res: Resource, names: Sequence[str]) -> None:
         ref = step.ref
-        exp_key = self._owned.exp_key(ref.namespace, ref.name, what)
-        step.absorb(await self._sync.delete_all(job=ref, exp_key=exp_key, res=res, names=names))
+        exp_key = self.owned.exp_key(ref.namespace, ref.name, what)
+        step.absorb(await self.sync.delete_all(job=ref, exp_key=exp_key, res=res, names=names))

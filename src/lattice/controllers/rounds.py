@@ -80,13 +80,13 @@ def _manifests(children: Children, kind: str) -> tuple[Obj, ...]:
     return by_kind[kind]
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class ChildRounds:
     """Applies a job's desired children in two concurrent rounds."""
 
-    def __init__(self, *, owned: OwnedChildren, sync: ChildSync, client: KubeClient) -> None:
-        self._owned = owned
-        self._sync = sync
-        self._client = client
+    owned: OwnedChildren
+    sync: ChildSync
+    client: KubeClient
 
     async def apply(
         self,
@@ -97,14 +97,14 @@ class ChildRounds:
         others: Obj,
         keep: frozenset[str],
     ) -> None:
-        ref, owned = step.ref, self._owned
+        ref, owned = step.ref, self.owned
         ns, name = ref.namespace, ref.name
         existing = {
             p.name: Existing(p.name, True, p.deletion_timestamp is not None, p.replica_index or 0)
             for p in pods
         }
         self._check_watched(children)
-        services = self._sync.sync(
+        services = self.sync.sync(
             job=ref,
             exp_key=owned.exp_key(ns, name, "services"),
             res=SERVICES,
@@ -118,7 +118,7 @@ class ChildRounds:
         )
         consumers = self._other_syncs(ref, children, others, _CONSUMERS)
         outs += await asyncio.gather(
-            self._sync.sync(
+            self.sync.sync(
                 job=ref,
                 exp_key=owned.exp_key(ns, name, "pods"),
                 res=PODS,
@@ -136,10 +136,8 @@ class ChildRounds:
     def _check_watched(self, children: Children) -> None:
         """Refuse children of a kind this reconciler does not watch (a plugin error)."""
         for child_kind in (*_INPUTS, *_CONSUMERS):
-            if _manifests(children, child_kind) and child_kind not in self._owned.other_informers:
-                raise TerminalError(
-                    f"{self._owned.kind} wants {child_kind}s, which are not watched"
-                )
+            if _manifests(children, child_kind) and child_kind not in self.owned.other_informers:
+                raise TerminalError(f"{self.owned.kind} wants {child_kind}s, which are not watched")
 
     def _other_syncs(
         self, ref: ObjectRef, children: Children, others: Obj, kinds: tuple[str, ...]
@@ -148,9 +146,9 @@ class ChildRounds:
         syncs: list[Coroutine[Any, Any, SyncOutcome]] = []
         for child_kind in kinds:
             manifests = _manifests(children, child_kind)
-            if child_kind not in self._owned.other_informers:
+            if child_kind not in self.owned.other_informers:
                 continue  # _check_watched: there are none
-            res = self._owned.other_informers[child_kind][0]
+            res = self.owned.other_informers[child_kind][0]
             existing = {
                 key.partition("/")[2]: Existing(
                     key.partition("/")[2],
@@ -166,9 +164,9 @@ class ChildRounds:
                     m if m["metadata"]["name"] in existing else fill_generated(m) for m in manifests
                 )
             syncs.append(
-                self._sync.sync(
+                self.sync.sync(
                     job=ref,
-                    exp_key=self._owned.exp_key(ref.namespace, ref.name, child_kind),
+                    exp_key=self.owned.exp_key(ref.namespace, ref.name, child_kind),
                     res=res,
                     desired=manifests,
                     existing=existing,
@@ -178,13 +176,13 @@ class ChildRounds:
 
     async def _refresh_config_maps(self, ref: ObjectRef, children: Children, others: Obj) -> None:
         """Update existing ConfigMaps whose data differs from the desired (in place)."""
-        if "ConfigMap" not in self._owned.other_informers:
+        if "ConfigMap" not in self.owned.other_informers:
             return
-        res = self._owned.other_informers["ConfigMap"][0]
+        res = self.owned.other_informers["ConfigMap"][0]
         for manifest in children.config_maps:
             current = others.get(f"ConfigMap/{manifest['metadata']['name']}")
             if current is not None and current.get("data") != manifest.get("data"):
-                await self._client.patch(
+                await self.client.patch(
                     res,
                     manifest["metadata"]["name"],
                     {"data": with_nulls(current.get("data"), manifest.get("data"))},

@@ -2,8 +2,9 @@
 
 Contract:
 - ``Reader`` is the read-only seam of :mod:`lattice.kubectl.commands`: ``list`` (one page, with
-  ``limit``/``continue``) and ``get`` of a :class:`lattice.api.constants.Resource`, plain dicts
-  out. Errors are :class:`ApiError` (``NotFound`` for 404, ``Forbidden`` for 403).
+  ``limit``/``continue``; its keyword options are ``ListOptions``) and ``get`` of a
+  :class:`lattice.api.constants.Resource`, plain dicts out. Errors are :class:`ApiError`
+  (``NotFound`` for 404, ``Forbidden`` for 403).
 - ``KubectlReader`` runs ``kubectl [--kubeconfig K] [--context C] get --raw PATH``: a kubectl
   plugin always runs where kubectl is, and kubectl then authenticates exactly as it does for
   the user (exec credential plugins, OIDC, client certificates, proxies) without any Python
@@ -21,7 +22,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 from urllib.parse import urlencode
 
 from lattice.api.constants import Resource
@@ -32,6 +33,7 @@ __all__ = [
     "ApiError",
     "Forbidden",
     "KubectlReader",
+    "ListOptions",
     "NotFound",
     "Reader",
     "error_from_stderr",
@@ -90,18 +92,19 @@ def resource_path(res: Resource, *, namespace: str | None = None, name: str | No
     return path if name is None else f"{path}/{name}"
 
 
+class ListOptions(TypedDict, total=False):
+    """The keyword options of ``Reader.list`` (each absent or None means unset)."""
+
+    namespace: str | None
+    field_selector: str | None
+    limit: int | None
+    continue_token: str | None
+
+
 class Reader(Protocol):
     """What ``kubectl lattice`` asks of the API server: reads only."""
 
-    async def list(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        field_selector: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> Obj: ...
+    async def list(self, res: Resource, **opts: Unpack[ListOptions]) -> Obj: ...
 
     async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj: ...
 
@@ -142,25 +145,18 @@ class KubectlReader:
             raise ApiError("", f"{path}: the answer is not JSON: {exc}") from exc
         return parsed if isinstance(parsed, dict) else {}
 
-    async def list(
-        self,
-        res: Resource,
-        *,
-        namespace: str | None = None,
-        field_selector: str | None = None,
-        limit: int | None = None,
-        continue_token: str | None = None,
-    ) -> Obj:
+    async def list(self, res: Resource, **opts: Unpack[ListOptions]) -> Obj:
+        limit = opts.get("limit")
         query: Sequence[tuple[str, str]] = [
             (k, v)
             for k, v in (
-                ("fieldSelector", field_selector or ""),
+                ("fieldSelector", opts.get("field_selector") or ""),
                 ("limit", str(limit) if limit else ""),
-                ("continue", continue_token or ""),
+                ("continue", opts.get("continue_token") or ""),
             )
             if v
         ]
-        path = resource_path(res, namespace=namespace)
+        path = resource_path(res, namespace=opts.get("namespace"))
         return await self._raw(f"{path}?{urlencode(query)}" if query else path)
 
     async def get(self, res: Resource, name: str, *, namespace: str | None = None) -> Obj:

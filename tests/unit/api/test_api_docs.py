@@ -34,7 +34,7 @@ def _models() -> set[type[BaseModel]]:
             if tp in seen:
                 continue
             seen.add(tp)
-            todo.extend(typing.get_type_hints(tp).values())
+            todo.extend(info.annotation for info in tp.model_fields.values())
         else:
             todo.extend(typing.get_args(tp))
     return seen
