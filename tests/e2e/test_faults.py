@@ -53,7 +53,6 @@ SCALE = float(os.environ.get("LATTICE_FAULT_SCALE", "1"))
 FUZZ_EXAMPLES = int(os.environ.get("LATTICE_FUZZ_EXAMPLES", "60"))
 FLAGS = (f"--scheduling-unit={GPU}", "--resize-interval=0")
 JOB_NAME = "training.kubeflow.org/job-name"
-PKI = REPO / ".cluster" / "pki"
 
 _CLOCK = RealClock()
 
@@ -177,9 +176,15 @@ def test_sigkill_during_burst_no_duplicates_no_orphans(
 # --- 2. restart kube-apiserver and etcd ----------------------------------------------------------
 
 
+def pki(cluster: Cluster) -> Path:
+    """The cluster's certificates (next to its kubeconfig, in ``LATTICE_CLUSTER_DIR``)."""
+    return cluster.kubeconfig.parent / "pki"
+
+
 def _api_ready(cluster: Cluster) -> bool:
-    ctx = ssl.create_default_context(cafile=str(PKI / "ca.crt"))
-    ctx.load_cert_chain(str(PKI / "admin.crt"), str(PKI / "admin.key"))
+    certs = pki(cluster)
+    ctx = ssl.create_default_context(cafile=str(certs / "ca.crt"))
+    ctx.load_cert_chain(str(certs / "admin.crt"), str(certs / "admin.key"))
     server = yaml.safe_load(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
     try:
         with urllib.request.urlopen(f"{server}/readyz", timeout=2, context=ctx) as resp:
@@ -386,7 +391,7 @@ def test_fault_proxy_converges(
         slow_seconds=0.3,
         seed=9,
     )
-    proxy = FaultProxy(upstream=server, pki=PKI, faults=faults).start()
+    proxy = FaultProxy(upstream=server, pki=pki(crds_installed), faults=faults).start()
     try:
         kubeconfig = proxy.write_kubeconfig(tmp_path / "proxy-kubeconfig")
         n = n_jobs(40)
