@@ -158,6 +158,26 @@ def test_a_gang_is_placed_whole_or_not_at_all() -> None:
     assert cluster.place_all([pod(2), pod(2), pod(4)]) == ["n1", "n1", "n0"]
 
 
+def test_a_mixed_gang_that_greedy_order_strands_is_tried_scarcest_kind_first() -> None:
+    """GPU-first order puts the 2-GPU pod on n1 (the fullest GPU node) and so takes the memory
+    the third big-memory pod needs there; trying the kind with the fewest slots to spare first
+    places the gang (as a later pass would, with more of the cluster taken)."""
+
+    def at(name: str, **free: int) -> NodeView:
+        return NodeView(name, free.get(GPU, 0), free=resources({"pods": 8, **free}))
+
+    nodes = (
+        at("n0", **{GPU: 4, "cpu": 4000, "memory": 64}),
+        at("n1", **{GPU: 3, "cpu": 10000, "memory": 63}),
+        at("n3", cpu=3000, memory=62),
+        at("n4", cpu=16000, memory=64),
+    )
+    small = PodDemand(requests=resources({"cpu": 500, "memory": 1, "pods": 1}))
+    gpu = PodDemand(requests=resources({GPU: 2, "cpu": 500, "memory": 32, "pods": 1}), units=2)
+    big = PodDemand(requests=resources({"cpu": 6000, "memory": 32, "pods": 1}))
+    assert Cluster(nodes).place_all([small, gpu, big, big, big]) == ["n3", "n0", "n4", "n4", "n1"]
+
+
 def test_fit_is_multi_dimensional() -> None:
     cluster = Cluster([node("n0", 4, cpu=2)])
     assert cluster.place(pod(1, cpu=3)) is None

@@ -15,9 +15,11 @@ Contract (internal to the core; mutable, one per pass, copied with :meth:`Cluste
   pods pack onto the fullest GPU nodes and CPU-only pods prefer nodes without GPUs.
 - :meth:`Cluster.place_all` places a gang all or nothing, the pods that may use the fewest
   nodes first, then exclusive pods, then the largest (by the same order), and returns each
-  pod's node in input order. :meth:`Cluster.reserve` puts a pod on a
-  named node with no fit check (a persisted placement is kept even where the node is now
-  over-committed: negative free never fits anything new); :meth:`Cluster.release` undoes one.
+  pod's node in input order; a gang of several kinds of pod that does not fit so is tried once
+  more, the kind with the fewest node slots to spare first (stable within that).
+  :meth:`Cluster.reserve` puts a pod on a named node with no fit check (a persisted placement
+  is kept even where the node is now over-committed: negative free never fits anything new);
+  :meth:`Cluster.release` undoes one.
 - Identical nodes (same class: labels, taints, schedulability; same free vector and state)
   share a bucket, so a search costs O(buckets of eligible classes), not O(nodes).
 - :meth:`Cluster.explain` names the binding constraint of a gang that does not fit, as
@@ -195,13 +197,6 @@ class Cluster:
         """The class id of node index ``i``."""
         return self._class_of[i]
 
-    def usable(self, i: int, d: PodDemand) -> bool:
-        """Whether ``d``'s constraint lets it use node index ``i`` (room aside)."""
-        if self._class_of[i] not in self._eligible_classes(d.constraint):
-            return False
-        allowed = self._allowed_of(d.constraint)
-        return allowed is None or i in allowed
-
     def _apply(self, i: int, d: PodDemand, sign: int) -> None:
         cid = self._class_of[i]
         bucket, keys = self._buckets[cid], self._keys[cid]
@@ -262,16 +257,6 @@ class Cluster:
             return False
         self._apply(i, d, 1)
         return True
-
-    def may_use(self, node: str, d: PodDemand, exclude: frozenset[int] = frozenset()) -> bool:
-        """Whether ``d``'s constraint lets it use ``node`` (room aside)."""
-        i = self.node_index.get(node)
-        if i is None or i in exclude:
-            return False
-        if self._class_of[i] not in self._eligible_classes(d.constraint):
-            return False
-        allowed = self._allowed_of(d.constraint)
-        return allowed is None or i in allowed
 
     def groups(
         self, d: PodDemand, exclude: frozenset[int] = frozenset(), *, first: bool = False
@@ -418,8 +403,25 @@ class Cluster:
     def place_all(
         self, demands: Sequence[PodDemand], exclude: frozenset[int] = frozenset()
     ) -> list[str] | None:
-        """Place every pod or none (largest first); their nodes in input order."""
+        """Place every pod or none; their nodes in input order. Largest first; a gang of
+        several kinds of pod that does not fit so is tried once more scarcest kind first (the
+        kind with the fewest node slots to spare), when every kind has slots enough alone."""
         order = sorted(range(len(demands)), key=lambda j: self._size_key(demands[j]))
+        out = self._place_in(demands, order, exclude)
+        if out is not None or len(set(demands)) < 2:
+            return out
+        wanted: dict[PodDemand, int] = {}
+        for d in demands:
+            wanted[d] = wanted.get(d, 0) + 1
+        spare = {d: self.fit_count(d, exclude) - n for d, n in wanted.items()}
+        if any(v < 0 for v in spare.values()):
+            return None
+        order = sorted(order, key=lambda j: spare[demands[j]])
+        return self._place_in(demands, order, exclude)
+
+    def _place_in(
+        self, demands: Sequence[PodDemand], order: Sequence[int], exclude: frozenset[int]
+    ) -> list[str] | None:
         out: list[str] = [""] * len(demands)
         done: list[int] = []
         for j in order:
