@@ -5,14 +5,13 @@ Contract (pure): ``steps`` identifies each replicatedJob's ancestor step (by the
 runtime alone (its problems make the TrainJob wait: ``not_ready`` words them as
 ``InvalidMLPolicy`` when all are in ``spec.mlPolicy``, else ``InvalidRuntime``);
 ``cross_problems`` checks what the TrainJob asks of the runtime (its problems make the TrainJob
-invalid); ``num_proc_per_node`` resolves ``numProcPerNode`` against resourcesPerNode.
+invalid). (``numProcPerNode`` is resolved by the torch policy, ``policies.torch``.)
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lattice.api.constants import LABEL_TRAINJOB_ANCESTOR
@@ -34,9 +33,8 @@ from lattice.frameworks.trainjob_plans import (
     RuntimeNotReady,
     TorchPlan,
 )
-from lattice.frameworks.units import quantity_units
 
-__all__ = ["cross_problems", "not_ready", "num_proc_per_node", "runtime_problems", "steps"]
+__all__ = ["cross_problems", "not_ready", "runtime_problems", "steps"]
 
 Obj = dict[str, Any]
 
@@ -135,25 +133,6 @@ def runtime_problems(
             why = f"names {target!r}, which is not a replicatedJob"
             problems.append(Problem("spec.template.spec.successPolicy.targetReplicatedJobs", why))
     return problems
-
-
-def num_proc_per_node(value: int | str, resources: Mapping[str, Any] | None) -> str:
-    """``PET_NPROC_PER_NODE`` from numProcPerNode and resourcesPerNode (module docstring)."""
-    text = str(value)
-    if resources is None or text not in ("cpu", "auto"):
-        return text
-
-    def amount(pick: Callable[[str], bool]) -> int:
-        for kind in ("requests", "limits"):
-            found = [v for k, v in (resources.get(kind) or {}).items() if pick(k)]
-            units = quantity_units("cpu", found[0]) if found else 0
-            if units:
-                return math.ceil(units / 1000)
-        return 0
-
-    if text == "auto" and amount(lambda name: "gpu" in name.lower()):
-        return text
-    return str(max(1, amount(lambda name: name == "cpu")))
 
 
 def cross_problems(

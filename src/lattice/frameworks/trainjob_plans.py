@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from lattice.api.runtime import MLPolicy
 from lattice.api.trainjob import TrainJob
 from lattice.frameworks.base import JobNotReady
 
@@ -132,6 +133,9 @@ class ResolvedJob:
     subdomain: str
     dns_hostnames: bool
     publish_not_ready: bool
+    #: The runtime's ``mlPolicy`` and the resources per node the policies count (GPUs, CPUs).
+    ml_policy: MLPolicy | None = None
+    node_resources: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

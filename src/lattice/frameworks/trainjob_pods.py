@@ -1,5 +1,5 @@
 """TrainJob's pods: JobSet's layout of a runtime's replicatedJobs (names, completion indexes,
-labels), with the torch and MPI policies (``lattice.frameworks.policies``) applied to it.
+labels), with the ML policy plugins (``lattice.frameworks.trainjob_mlpolicies``) applied to it.
 
 Contract (pure; see ``lattice.frameworks.trainjob`` for the rules in full):
 - ``pod_name``: ``<tj>-<rjob>-<job index>-<pod index>``, the pod name and hostname JobSet gives.
@@ -7,9 +7,8 @@ Contract (pure; see ``lattice.frameworks.trainjob`` for the rules in full):
   replicatedJob taking what the fixed ones leave (``pod_counts``); ``full_size`` is the largest.
 - ``build_pods``: the pod manifests of slots: the runtime's template with the operator's
   placement, ``JOB_COMPLETION_INDEX``, the JobSet, batch and Kubeflow labels and annotations, the
-  initializer volume mounted where an initializer writes, and the ML policy: torch's env on the
-  trainer (Trainer's variable order), MPI's ssh volume on launcher and nodes, the hostfile and
-  OpenMPI env (Trainer's order) on the launcher.
+  initializer volume mounted where an initializer writes, and the ML policies
+  (``trainjob_mlpolicies.apply_policies``: torch, MPI, JAX, XGBoost).
 - ``hostfile``: the MPI hostfile (OpenMPI format) over the node pods, the launcher first with
   runLauncherAsNode.
 """
@@ -33,7 +32,13 @@ from lattice.frameworks.base import MANAGED_LABEL, OperatorContext, PodView
 from lattice.frameworks.manifests import pod_manifest
 from lattice.frameworks.naming import job_owner
 from lattice.frameworks.podspec import with_placement
-from lattice.frameworks.policies import mpi, torch
+from lattice.frameworks.policies import mpi
+from lattice.frameworks.trainjob_mlpolicies import (
+    INDEX_REF,
+    LABEL_COMPLETION_INDEX,
+    MASTER_PORT,
+    apply_policies,
+)
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_DATASET,
     ANCESTOR_MODEL,
@@ -45,7 +50,6 @@ from lattice.frameworks.trainjob_plans import (
     ReplicatedJobPlan,
     ResolvedJob,
     main_container,
-    upsert,
 )
 
 __all__ = [
@@ -71,32 +75,9 @@ Obj = dict[str, Any]
 
 #: ``training.kubeflow.org/operator-name`` of TrainJob pods.
 OPERATOR_NAME = "trainjob-controller"
-MASTER_PORT = 29500
 LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
-LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 _JOBSET = "jobset.sigs.k8s.io/"
-INDEX_REF = {"fieldRef": {"fieldPath": f"metadata.annotations['{LABEL_COMPLETION_INDEX}']"}}
-_SSH_VOLUME, _HOSTFILE_VOLUME = "mpi-ssh-auth", "mpi-hostfile"
-#: The torch policy's variables on the trainer, in Trainer's order.
-_TRAINER_TORCH = (
-    "PET_NNODES",
-    "PET_NPROC_PER_NODE",
-    "PET_NODE_RANK",
-    "PET_MASTER_ADDR",
-    "PET_MASTER_PORT",
-    "PET_RDZV_BACKEND",
-    "PET_RDZV_ENDPOINT",
-    "PET_RDZV_ID",
-    "PET_MAX_RESTARTS",
-)
-#: The OpenMPI launcher variables, in Trainer's order.
-_TRAINER_OPENMPI = (
-    "OMPI_MCA_orte_default_hostfile",
-    "OMPI_MCA_orte_keep_fqdn_hostnames",
-    "OMPI_MCA_orte_set_default_slots",
-    "OMPI_MCA_plm_rsh_args",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +133,7 @@ def hostfile(job: ResolvedJob, *, size: int | None = None) -> str:
         if r.name in (*hosts, NODE)
         for i in range(counts[r.name])
     ]
-    return mpi.hostfile(names, slots=job.mpi.slots, implementation=mpi.OPENMPI)
+    return mpi.hostfile(names, slots=job.mpi.slots, implementation=job.mpi.implementation)
 
 
 def initializers_succeeded(job: ResolvedJob, pods: Sequence[PodView]) -> bool:
@@ -222,28 +203,7 @@ def _spec(job: ResolvedJob, r: ReplicatedJobPlan) -> Obj:
     containers: list[Obj] = spec["containers"]
     at = main_container(containers, r.step)
     main = containers[at] if at is not None else {}
-    if job.torch is not None and r.name == job.trainer:
-        main["env"] = upsert(main.get("env"), _torch_env(job), key="name")
-        name, value = torch.DEFAULT_RESTARTS
-        if job.torch.elastic and not any(e.get("name") == name for e in main["env"]):
-            main["env"].append({"name": name, "value": value})
-        if not any(p.get("containerPort") == MASTER_PORT for p in main.get("ports") or ()):
-            main["ports"] = [*(main.get("ports") or ()), {"containerPort": MASTER_PORT}]
-    if job.mpi is not None and r.name in (LAUNCHER, NODE):
-        volumes = [mpi.ssh_volume(volume=_SSH_VOLUME, secret=f"{job.name}-mpi-ssh-auth")]
-        mounts = [{"name": _SSH_VOLUME, "mountPath": job.mpi.ssh_auth_mount_path}]
-        if r.name == LAUNCHER:
-            items = [{"key": "hostfile", "path": "hostfile", "mode": 0o444}]
-            config = {"name": f"{job.name}-mpi-hostfile", "items": items}
-            volumes.append({"name": _HOSTFILE_VOLUME, "configMap": config})
-            mounts.append({"name": _HOSTFILE_VOLUME, "mountPath": mpi.CONFIG_MOUNT_PATH})
-            env = mpi.launcher_env(
-                mpi.OPENMPI, hostfile=f"{mpi.CONFIG_MOUNT_PATH}/hostfile", slots=job.mpi.slots
-            )
-            entries = [{"name": n, "value": env[n]} for n in _TRAINER_OPENMPI]
-            main["env"] = upsert(main.get("env"), entries, key="name")
-        spec["volumes"] = upsert(spec.get("volumes"), volumes, key="name")
-        main["volumeMounts"] = upsert(main.get("volumeMounts"), mounts, key="name")
+    apply_policies(job, r, spec, main)
     if any(v.get("name") == INITIALIZER_VOLUME for v in spec.get("volumes") or ()):
         _mount_outputs(job, r, main)
     for field in ("initContainers", "containers"):
@@ -269,28 +229,3 @@ def _mount_outputs(job: ResolvedJob, r: ReplicatedJobPlan, main: Obj) -> None:
         roots = [str(m.get("mountPath", "")).rstrip("/") for m in mounts]
         if not any(path == root or path.startswith(root + "/") for root in roots):
             main["volumeMounts"] = [*mounts, {"name": INITIALIZER_VOLUME, "mountPath": path}]
-
-
-def _torch_env(job: ResolvedJob) -> list[Obj]:
-    assert job.torch is not None  # only called for torch runtimes
-    master = f"{pod_name(job, job.trainer, 0, 0)}.{job.subdomain}"
-    elastic = job.torch.elastic
-    rdzv = None
-    if elastic:
-        backend, endpoint = torch.rendezvous(master, MASTER_PORT, None)
-        rdzv = torch.Rendezvous(backend, endpoint, job.trainjob.metadata.uid or job.name)
-    env = torch.torch_env(
-        nodes=torch.nnodes(job.min_nodes, job.max_nodes, elastic=elastic),
-        nproc_per_node=job.torch.num_proc_per_node,
-        node_rank=copy.deepcopy(INDEX_REF),
-        master_addr=master,
-        master_port=MASTER_PORT,
-        rdzv=rdzv,
-        max_restarts=job.torch.max_restarts if elastic else None,
-    )
-    return [
-        {"name": name, "value": value}
-        if isinstance(value, str)
-        else {"name": name, "valueFrom": value}
-        for name, value in torch.pick(env, _TRAINER_TORCH)
-    ]

@@ -27,10 +27,12 @@ Contract (facts from Kubeflow Trainer v2.0.0 and JobSet v0.8; the plugin is ``tr
   ``resources``) and ``trainer.env`` (by name) there and, for MPI, on the ``node`` and launcher
   jobs; initializer ``storageUri`` (``STORAGE_URI``), env and ``secretRef`` (envFrom) on the
   initializer's container. ``restartPolicy`` defaults to OnFailure (JobSet's default).
-- **numProcPerNode** (torch): the TrainJob's, else the runtime's (``auto``). With resourcesPerNode,
-  ``cpu``, and ``auto`` without a resource whose name contains ``gpu``, become the CPU count
-  (requests, else limits, rounded up, at least 1); integers and ``gpu`` pass through (v2.1's
-  reading: v2.0.0 turned ``auto`` with a GPU only in ``limits`` into 1).
+- **ML policies.** The resources per node the policies count are ``trainer.resourcesPerNode``,
+  else the runtime's ``node`` container's (``policies.resources``). torch's numProcPerNode is the
+  TrainJob's, else the runtime's (``auto``), resolved by ``policies.torch.nproc_per_node``; MPI's
+  slots by ``policies.mpi.slots`` (the GPU count for the default 1) and ``mpiImplementation: ""``
+  is OpenMPI. The policy plugins' own checks (``trainjob_mlpolicies``) join the TrainJob's and
+  the runtime's problems.
 - ``runtime_hash`` fingerprints a runtime (kind, name, spec) as 16 hex digits, stable across key
   order, for recording the runtime in effect.
 """
@@ -54,12 +56,19 @@ from lattice.api.runtime import (
 from lattice.api.trainjob import PodSpecOverride, RuntimeKind, TrainJob
 from lattice.frameworks.base import InvalidJob, OperatorContext, Problem
 from lattice.frameworks.kubeflow import priority_problems, validation_problems
+from lattice.frameworks.policies import mpi as mpi_policy
+from lattice.frameworks.policies import torch as torch_policy
+from lattice.frameworks.policies.resources import gpus_per_node, node_resources
 from lattice.frameworks.trainjob_checks import (
     cross_problems,
     not_ready,
-    num_proc_per_node,
     runtime_problems,
     steps,
+)
+from lattice.frameworks.trainjob_mlpolicies import (
+    runtime_node_resources,
+    runtime_policy_problems,
+    trainjob_problems,
 )
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_DATASET,
@@ -176,12 +185,16 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
     except ValidationError as exc:
         raise not_ready(where, validation_problems(exc)) from None
     ancestors = steps(spec)
-    problems = runtime_problems(spec, steps=ancestors, ctx=ctx)
+    problems = runtime_problems(spec, steps=ancestors, ctx=ctx) + runtime_policy_problems(spec)
     if problems:
         raise not_ready(where, problems)
     ml = spec.ml_policy
     torch_src, mpi_src = (ml.torch, ml.mpi) if ml else (None, None)
     trainer_spec = tj.spec.trainer
+    resources = node_resources(
+        trainer_spec.resources_per_node if trainer_spec else None,
+        runtime_node_resources(spec, ancestors),
+    )
     names = [r.name for r in spec.template.spec.replicated_jobs]
     trainer = next(n for n, s in ancestors.items() if s == ANCESTOR_TRAINER)
     num_nodes = (trainer_spec.num_nodes if trainer_spec else None) or (ml.num_nodes if ml else 1)
@@ -199,8 +212,12 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         lo = hi = max(num_nodes - 1, 1) if mpi_src.run_launcher_as_node else num_nodes
         npp = trainer_spec.num_proc_per_node if trainer_spec else None
         mpi = MPIPlan(
-            slots=npp if isinstance(npp, int) else mpi_src.num_proc_per_node,
-            implementation=mpi_src.mpi_implementation,
+            slots=mpi_policy.slots(
+                requested=npp if isinstance(npp, int) else None,
+                configured=mpi_src.num_proc_per_node,
+                gpus=gpus_per_node(resources),
+            ),
+            implementation=mpi_policy.implementation(mpi_src.mpi_implementation),
             ssh_auth_mount_path=mpi_src.ssh_auth_mount_path,
             run_launcher_as_node=mpi_src.run_launcher_as_node,
         )
@@ -208,9 +225,8 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
     if torch_src is not None:
         npp = trainer_spec.num_proc_per_node if trainer_spec else None
         value = npp if npp is not None else torch_src.num_proc_per_node
-        resources = trainer_spec.resources_per_node if trainer_spec else None
         torch = TorchPlan(
-            num_proc_per_node=num_proc_per_node(value, resources),
+            num_proc_per_node=torch_policy.nproc_per_node(value, resources),
             elastic=is_elastic,
             max_restarts=elastic.max_restarts if elastic else None,
         )
@@ -222,6 +238,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         for rjob in spec.template.spec.replicated_jobs
     )
     problems = cross_problems(tj, plans=plans, torch=torch, mpi=mpi, scaled=scaled, max_nodes=hi)
+    problems += trainjob_problems(tj, ml=ml)
     if problems:
         raise InvalidJob(problems)
     meta = spec.template.metadata
@@ -251,6 +268,8 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         publish_not_ready=not (
             network is not None and network.publish_not_ready_addresses is False
         ),
+        ml_policy=ml,
+        node_resources=resources,
     )
 
 

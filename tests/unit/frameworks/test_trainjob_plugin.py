@@ -23,6 +23,8 @@ from lattice.frameworks.base import (
     RunPolicyView,
     managed_elsewhere,
 )
+from lattice.frameworks.policies.resources import node_resources
+from lattice.frameworks.policies.torch import nproc_per_node
 from lattice.frameworks.trainjob import (
     TrainJobPlugin,
     hostfile,
@@ -30,7 +32,6 @@ from lattice.frameworks.trainjob import (
     jobs_status,
     pod_name,
 )
-from lattice.frameworks.trainjob_checks import num_proc_per_node
 from lattice.frameworks.trainjob_plans import ResolvedJob, RuntimeNotReady
 from lattice.frameworks.trainjob_runtime import resolve, resolve_with, runtime_hash
 from lattice.runtime.projections import pod_info
@@ -290,7 +291,7 @@ def test_user_env_is_merged_before_the_pet_env_and_pod_template_kept() -> None:
 @pytest.mark.parametrize(
     ("value", "resources", "expected"),
     [
-        pytest.param("auto", None, "auto", id="auto without resourcesPerNode stays auto"),
+        pytest.param("auto", None, "1", id="auto without any resources is 1 CPU (v2.2+)"),
         pytest.param("auto", {"limits": {GPU: 1}}, "auto", id="auto with a GPU limit stays auto"),
         pytest.param("auto", {"requests": {"amd.com/gpu": 1}}, "auto", id="any GPU resource"),
         pytest.param(
@@ -305,7 +306,7 @@ def test_user_env_is_merged_before_the_pet_env_and_pod_template_kept() -> None:
         pytest.param(
             "cpu", {"limits": {"memory": "1Gi"}}, "1", id="cpu without a CPU quantity is 1"
         ),
-        pytest.param("cpu", None, "cpu", id="cpu without resourcesPerNode passes through"),
+        pytest.param("cpu", None, "1", id="cpu without any resources is 1 (v2.1+)"),
         pytest.param("gpu", {"limits": {GPU: 2}}, "gpu", id="gpu passes through"),
         pytest.param(3, {"limits": {"cpu": 8}}, "3", id="an integer passes through"),
         pytest.param(3, {}, "3", id="an integer with empty resourcesPerNode"),
@@ -315,7 +316,7 @@ def test_user_env_is_merged_before_the_pet_env_and_pod_template_kept() -> None:
 def test_pet_nproc_per_node_is_derived_as_upstream(
     value: int | str, resources: Obj | None, expected: str
 ) -> None:
-    assert num_proc_per_node(value, resources) == expected
+    assert nproc_per_node(value, node_resources(resources, None)) == expected
     trainer: Obj = {"numProcPerNode": value}
     if resources is not None:
         trainer["resourcesPerNode"] = resources
@@ -343,7 +344,7 @@ def test_elastic_torch_is_a_range_with_c10d_rendezvous() -> None:
     assert [p["metadata"]["name"] for p in pods] == ["tj-node-0-0", "tj-node-0-1", "tj-node-0-2"]
     assert env_of(main(pods[2])) == {
         "PET_NNODES": "1:4",
-        "PET_NPROC_PER_NODE": "auto",
+        "PET_NPROC_PER_NODE": "1",
         "PET_NODE_RANK": INDEX_REF,
         "PET_MASTER_ADDR": "tj-node-0-0.tj",
         "PET_MASTER_PORT": "29500",

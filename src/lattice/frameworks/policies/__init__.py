@@ -1,4 +1,5 @@
-"""The ML policies (torch, MPI, MXNet), one module each, shared by every job kind that runs them.
+"""The ML policies (torch, MPI, JAX, XGBoost, Flux, MXNet), one module each, shared by every
+job kind that runs them.
 
 Contract: a policy module is pure and kind-neutral: it knows how a framework is wired (env,
 hostfiles, ssh keys, rendezvous), never which kind asks. The per-kind plugins compose them.

@@ -2,6 +2,12 @@
 with its volume, as mpi-operator (MPIJob) and Trainer's MPI plugin (TrainJob) wire them.
 
 Contract (pure):
+- ``implementation(name)``: the implementation a policy names; ``""`` (allowed by Trainer's
+  enum) is OpenMPI, the documented default.
+- ``slots(requested=, configured=, gpus=)``: slots per node (Trainer's MPI plugin): the TrainJob's
+  numProcPerNode when set; else the runtime's, except that the default 1 becomes the node's GPU
+  count when the node has more than one GPU. (mpi-operator's ``slotsPerWorker`` is given
+  explicitly and read as is.)
 - ``hostfile(hosts, slots=, implementation=)``: one line per host, ``<host> slots=<n>`` for
   OpenMPI, ``<host>:<n>`` for Intel MPI and MPICH.
 - ``launcher_env(implementation, hostfile=, slots=)``: the launcher's variables by name, in
@@ -37,7 +43,9 @@ __all__ = [
     "SSH_PRIVATE_KEY",
     "SSH_PUBLIC_KEY",
     "hostfile",
+    "implementation",
     "launcher_env",
+    "slots",
     "ssh_auth_secret",
     "ssh_volume",
 ]
@@ -56,6 +64,16 @@ ANNOTATION_GENERATE = "lattice.breezeml.ai/generate"
 GENERATE_SSH_KEYPAIR = "ssh-keypair"
 SSH_PRIVATE_KEY = "ssh-privatekey"
 SSH_PUBLIC_KEY = "ssh-publickey"
+
+
+def implementation(name: str | None) -> str:
+    return name or OPENMPI
+
+
+def slots(*, requested: int | None, configured: int, gpus: int) -> int:
+    if requested is not None:
+        return requested
+    return gpus if configured == 1 and gpus > 1 else configured
 
 
 def hostfile(hosts: Iterable[str], *, slots: int, implementation: str) -> str:

@@ -14,6 +14,11 @@ Contract (pure):
   ``PET_MAX_RESTARTS`` (when given). A kind ``pick``s the names it sets, in its upstream's order.
 - ``DEFAULT_RESTARTS``: ``PET_MAX_RESTARTS=100``, added only where the user did not set it (a
   shrink fails the survivors' workers once, which torchrun must survive).
+- ``nproc_per_node(value, resources)``: ``PET_NPROC_PER_NODE`` as Trainer v2.1-v2.3 resolve it
+  over the node's resources (``resources.node_resources``): an integer passes through; ``cpu``,
+  and ``auto`` on a node without a GPU resource, become the node's CPU count (at least 1, also
+  when no resources are stated); ``auto`` with a GPU resource and ``gpu`` pass through, for
+  torchrun to count the devices the container sees (the GPU count).
 - ``torchrun_command``: the user's command run by torchrun with the flags reading the env above;
   a command that already starts torchrun (``torchrun`` or ``python -m torch.distributed.run``)
   is kept as is.
@@ -28,12 +33,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from lattice.frameworks.base import OperatorContext
+from lattice.frameworks.policies.resources import cpus_per_node, gpus_per_node
 
 __all__ = [
     "DEFAULT_MAX_RESTARTS",
     "DEFAULT_RESTARTS",
     "Rendezvous",
     "nnodes",
+    "nproc_per_node",
     "pick",
     "rendezvous",
     "torch_env",
@@ -70,6 +77,13 @@ class Rendezvous:
 
 def nnodes(low: int, high: int, *, elastic: bool) -> str:
     return f"{low}:{high}" if elastic else str(high)
+
+
+def nproc_per_node(value: int | str, resources: Mapping[str, Any]) -> str:
+    text = str(value)
+    if text == "cpu" or (text == "auto" and not gpus_per_node(resources)):
+        return str(max(1, cpus_per_node(resources)))
+    return text
 
 
 def rendezvous(host: str, port: int, ctx: OperatorContext | None) -> tuple[str, str]:

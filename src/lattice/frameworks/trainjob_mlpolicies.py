@@ -1,0 +1,306 @@
+"""TrainJob's ML policy plugins: one per ``mlPolicy`` field, in a fixed order, each applying its
+kind-neutral policy (``lattice.frameworks.policies``) to the pod templates of a resolved job.
+
+Contract (pure; the facts are Kubeflow Trainer v2.3's plugins):
+- ``ML_POLICIES``: the plugins (torch, MPI, JAX, XGBoost) in the order they apply. A plugin is
+  ``active`` when the runtime states its policy; ``patch`` edits the pod spec of one
+  replicatedJob (a copy the caller owns) and its main container; ``problems`` names what a
+  TrainJob asks that the policy forbids (``InvalidJob``); ``runtime_problems`` what the runtime
+  states that it cannot apply (the runtime is not ready). ``apply_policies``,
+  ``trainjob_problems`` and ``runtime_policy_problems`` run every active plugin.
+- ``runtime_node_resources``: the runtime's resources per node, as upstream reads them: those of
+  the container ``node`` of the first replicatedJob named ``node`` or labelled as the trainer.
+- **torch**: on the trainer's main container the ``torch.torch_env`` variables (Trainer's order),
+  ``PET_MAX_RESTARTS=100`` for an elastic job unless set, and the container port 29500.
+  ``torch.envInjection.targets`` copy the same variables into the named containers (regular
+  before init containers) of the named replicatedJob; a target the runtime lacks is a runtime
+  problem at ``spec.mlPolicy.torch.envInjection.targets[i]``.
+- **MPI**: the ssh volume ``mpi-ssh-auth`` on launcher and node pods, mounted at
+  sshAuthMountPath; on the launcher the hostfile ConfigMap volume at ``/etc/mpi`` and the
+  launcher env of the implementation (``""`` is OpenMPI) in Trainer's order.
+- **JAX**: ``JAX_NUM_PROCESSES`` (the node count), ``JAX_PROCESS_ID`` (the completion index),
+  ``JAX_COORDINATOR_ADDRESS=<first trainer pod>.<subdomain>:29500`` and the port 29500 on the
+  trainer's main container.
+- **XGBoost**: ``DMLC_TRACKER_URI=<first trainer pod>.<subdomain>``, ``DMLC_TRACKER_PORT=29500``,
+  ``DMLC_TASK_ID`` (the completion index), ``DMLC_NUM_WORKER`` (nodes times the GPUs per node,
+  at least one per node) and the port 29500 on the trainer's main container; ``trainer.env``
+  must not set the ``DMLC_*`` names (``spec.trainer.env[i]``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from lattice.api.runtime import MLPolicy, TrainingRuntimeSpec
+from lattice.api.trainjob import TrainJob
+from lattice.frameworks.base import Problem
+from lattice.frameworks.policies import jax, mpi, torch, xgboost
+from lattice.frameworks.policies.resources import gpus_per_node
+from lattice.frameworks.trainjob_plans import (
+    ANCESTOR_TRAINER,
+    LAUNCHER,
+    NODE,
+    ReplicatedJobPlan,
+    ResolvedJob,
+    upsert,
+)
+
+__all__ = [
+    "INDEX_REF",
+    "LABEL_COMPLETION_INDEX",
+    "MASTER_PORT",
+    "ML_POLICIES",
+    "TrainJobPolicy",
+    "apply_policies",
+    "runtime_node_resources",
+    "runtime_policy_problems",
+    "trainjob_problems",
+]
+
+Obj = dict[str, Any]
+
+#: Trainer's trainer port: torch's master, JAX's coordinator, XGBoost's tracker.
+MASTER_PORT = 29500
+LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+INDEX_REF = {"fieldRef": {"fieldPath": f"metadata.annotations['{LABEL_COMPLETION_INDEX}']"}}
+_SSH_VOLUME, _HOSTFILE_VOLUME = "mpi-ssh-auth", "mpi-hostfile"
+#: The torch policy's variables, in Trainer's order.
+_TRAINER_TORCH = (
+    "PET_NNODES",
+    "PET_NPROC_PER_NODE",
+    "PET_NODE_RANK",
+    "PET_MASTER_ADDR",
+    "PET_MASTER_PORT",
+    "PET_RDZV_BACKEND",
+    "PET_RDZV_ENDPOINT",
+    "PET_RDZV_ID",
+    "PET_MAX_RESTARTS",
+)
+#: The launcher variables per implementation, in Trainer's order.
+_TRAINER_MPI = {
+    mpi.OPENMPI: (
+        "OMPI_MCA_orte_default_hostfile",
+        "OMPI_MCA_orte_keep_fqdn_hostnames",
+        "OMPI_MCA_orte_set_default_slots",
+        "OMPI_MCA_plm_rsh_args",
+    ),
+}
+
+
+def _entries(env: Mapping[str, str | Obj]) -> list[Obj]:
+    return [
+        {"name": n, "value": v} if isinstance(v, str) else {"name": n, "valueFrom": v}
+        for n, v in env.items()
+    ]
+
+
+def _with_port(container: Obj, port: int) -> None:
+    if not any(p.get("containerPort") == port for p in container.get("ports") or ()):
+        container["ports"] = [*(container.get("ports") or ()), {"containerPort": port}]
+
+
+def _first_host(job: ResolvedJob) -> str:
+    """The first trainer pod's address (JobSet's ``<tj>-<rjob>-0-0.<subdomain>``)."""
+    return f"{job.name}-{job.trainer}-0-0.{job.subdomain}"
+
+
+class TrainJobPolicy:
+    """One ML policy plugin; the defaults do nothing."""
+
+    name: ClassVar[str] = ""
+
+    def active(self, ml: MLPolicy | None) -> bool:
+        return ml is not None and getattr(ml, self.name) is not None
+
+    def problems(self, tj: TrainJob, *, ml: MLPolicy) -> list[Problem]:
+        del tj, ml
+        return []
+
+    def runtime_problems(self, spec: TrainingRuntimeSpec) -> list[Problem]:
+        del spec
+        return []
+
+    def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
+        del job, r, spec, main
+
+
+class _Torch(TrainJobPolicy):
+    name = "torch"
+
+    def runtime_problems(self, spec: TrainingRuntimeSpec) -> list[Problem]:
+        policy = spec.ml_policy.torch if spec.ml_policy else None
+        injection = policy.env_injection if policy else None
+        jobs = {r.name: r for r in spec.template.spec.replicated_jobs}
+        problems: list[Problem] = []
+        for i, target in enumerate((injection.targets if injection else None) or ()):
+            rjob = jobs.get(target.job_name)
+            pod = ((rjob.template.get("spec") or {}).get("template") or {}) if rjob else {}
+            pod_spec = pod.get("spec") or {}
+            have = {
+                c.get("name")
+                for field in ("containers", "initContainers")
+                for c in pod_spec.get(field) or ()
+            }
+            for name in target.container_names:
+                if name not in have:
+                    why = (
+                        f"envInjection target replicatedJob {target.job_name!r} container "
+                        f"{name!r} not found in the runtime template"
+                    )
+                    problems.append(Problem(f"spec.mlPolicy.torch.envInjection.targets[{i}]", why))
+        return problems
+
+    def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
+        if job.torch is None:
+            return
+        entries = _entries(_torch_env(job))
+        if r.name == job.trainer:
+            main["env"] = upsert(main.get("env"), entries, key="name")
+            name, value = torch.DEFAULT_RESTARTS
+            if job.torch.elastic and not any(e.get("name") == name for e in main["env"]):
+                main["env"].append({"name": name, "value": value})
+            _with_port(main, MASTER_PORT)
+        policy = job.ml_policy.torch if job.ml_policy else None
+        injection = policy.env_injection if policy else None
+        for target in (injection.targets if injection else None) or ():
+            if target.job_name != r.name:
+                continue
+            for container_name in target.container_names:
+                container = _container(spec, container_name)
+                if container is not None:
+                    container["env"] = upsert(container.get("env"), entries, key="name")
+
+
+def _container(spec: Obj, name: str) -> Obj | None:
+    """Container ``name`` of ``spec``: regular containers first, then init containers."""
+    for field in ("containers", "initContainers"):
+        for container in spec.get(field) or ():
+            if container.get("name") == name:
+                found: Obj = container
+                return found
+    return None
+
+
+def _torch_env(job: ResolvedJob) -> dict[str, str | Obj]:
+    assert job.torch is not None  # only called for torch runtimes
+    master = _first_host(job)
+    elastic = job.torch.elastic
+    rdzv = None
+    if elastic:
+        backend, endpoint = torch.rendezvous(master, MASTER_PORT, None)
+        rdzv = torch.Rendezvous(backend, endpoint, job.trainjob.metadata.uid or job.name)
+    env = torch.torch_env(
+        nodes=torch.nnodes(job.min_nodes, job.max_nodes, elastic=elastic),
+        nproc_per_node=job.torch.num_proc_per_node,
+        node_rank=copy.deepcopy(INDEX_REF),
+        master_addr=master,
+        master_port=MASTER_PORT,
+        rdzv=rdzv,
+        max_restarts=job.torch.max_restarts if elastic else None,
+    )
+    return dict(torch.pick(env, _TRAINER_TORCH))
+
+
+class _MPI(TrainJobPolicy):
+    name = "mpi"
+
+    def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
+        if job.mpi is None or r.name not in (LAUNCHER, NODE):
+            return
+        volumes = [mpi.ssh_volume(volume=_SSH_VOLUME, secret=f"{job.name}-mpi-ssh-auth")]
+        mounts = [{"name": _SSH_VOLUME, "mountPath": job.mpi.ssh_auth_mount_path}]
+        if r.name == LAUNCHER:
+            items = [{"key": "hostfile", "path": "hostfile", "mode": 0o444}]
+            config = {"name": f"{job.name}-mpi-hostfile", "items": items}
+            volumes.append({"name": _HOSTFILE_VOLUME, "configMap": config})
+            mounts.append({"name": _HOSTFILE_VOLUME, "mountPath": mpi.CONFIG_MOUNT_PATH})
+            impl = job.mpi.implementation
+            env = mpi.launcher_env(
+                impl, hostfile=f"{mpi.CONFIG_MOUNT_PATH}/hostfile", slots=job.mpi.slots
+            )
+            ordered = {n: env[n] for n in _TRAINER_MPI.get(impl, tuple(env))}
+            main["env"] = upsert(main.get("env"), _entries(ordered), key="name")
+        spec["volumes"] = upsert(spec.get("volumes"), volumes, key="name")
+        main["volumeMounts"] = upsert(main.get("volumeMounts"), mounts, key="name")
+
+
+class _JAX(TrainJobPolicy):
+    name = "jax"
+
+    def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
+        if r.name != job.trainer:
+            return
+        env = jax.jax_env(
+            processes=job.max_nodes,
+            process_id=copy.deepcopy(INDEX_REF),
+            coordinator=_first_host(job),
+            port=jax.PORT,
+        )
+        main["env"] = upsert(main.get("env"), _entries(env), key="name")
+        _with_port(main, jax.PORT)
+
+
+class _XGBoost(TrainJobPolicy):
+    name = "xgboost"
+
+    def problems(self, tj: TrainJob, *, ml: MLPolicy) -> list[Problem]:
+        del ml
+        env = tj.spec.trainer.env if tj.spec.trainer else None
+        why = "{} is reserved for the XGBoost runtime"
+        return [
+            Problem(f"spec.trainer.env[{i}]", why.format(e.get("name")))
+            for i, e in enumerate(env or ())
+            if e.get("name") in xgboost.RESERVED_ENV
+        ]
+
+    def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
+        if r.name != job.trainer:
+            return
+        workers = xgboost.workers(nodes=job.max_nodes, gpus=gpus_per_node(job.node_resources))
+        env = xgboost.xgboost_env(
+            tracker=_first_host(job),
+            port=xgboost.PORT,
+            task_id=copy.deepcopy(INDEX_REF),
+            workers=workers,
+        )
+        main["env"] = upsert(main.get("env"), _entries(env), key="name")
+        _with_port(main, xgboost.PORT)
+
+
+ML_POLICIES: tuple[TrainJobPolicy, ...] = (_Torch(), _MPI(), _JAX(), _XGBoost())
+
+
+def apply_policies(job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
+    """Every active plugin's edits of replicatedJob ``r``'s pod ``spec`` (and ``main``)."""
+    for policy in ML_POLICIES:
+        if policy.active(job.ml_policy):
+            policy.patch(job, r, spec, main)
+
+
+def trainjob_problems(tj: TrainJob, *, ml: MLPolicy | None) -> list[Problem]:
+    """What ``tj`` asks that an active policy forbids."""
+    if ml is None:
+        return []
+    return [p for policy in ML_POLICIES if policy.active(ml) for p in policy.problems(tj, ml=ml)]
+
+
+def runtime_policy_problems(spec: TrainingRuntimeSpec) -> list[Problem]:
+    """What the runtime ``spec`` states that an active policy cannot apply."""
+    ml = spec.ml_policy
+    return [p for policy in ML_POLICIES if policy.active(ml) for p in policy.runtime_problems(spec)]
+
+
+def runtime_node_resources(spec: TrainingRuntimeSpec, steps: Mapping[str, str]) -> Obj | None:
+    """The ``resources`` of container ``node`` in the runtime's node or trainer replicatedJob."""
+    for rjob in spec.template.spec.replicated_jobs:
+        if rjob.name != NODE and steps.get(rjob.name) != ANCESTOR_TRAINER:
+            continue
+        pod = (rjob.template.get("spec") or {}).get("template") or {}
+        containers: Sequence[Obj] = (pod.get("spec") or {}).get("containers") or ()
+        for container in containers:
+            if container.get("name") == NODE and container.get("resources") is not None:
+                resources: Obj = dict(container["resources"])
+                return resources
+    return None

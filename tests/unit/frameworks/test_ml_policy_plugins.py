@@ -1,0 +1,308 @@
+"""The TrainJob ML policy plugins on the children they build: JAX, XGBoost, torch
+(``numProcPerNode`` resolution, ``envInjection``) and MPI (slots from the GPU count,
+``mpiImplementation: ""``), over the official runtime shapes of
+``tests/integration/manifests/runtimes.yaml`` (JAX, XGBoost, DeepSpeed, MLX, torch).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from lattice.frameworks.base import InvalidJob
+from lattice.frameworks.policies import jax, mpi, torch, xgboost
+from lattice.frameworks.policies.resources import cpus_per_node, gpus_per_node, node_resources
+from lattice.frameworks.trainjob import hostfile
+from lattice.frameworks.trainjob_mlpolicies import ML_POLICIES
+from lattice.frameworks.trainjob_plans import RuntimeNotReady
+from tests.unit.frameworks.test_trainjob_plugin import (
+    INDEX_REF,
+    PLUGIN,
+    ctx,
+    env_of,
+    main,
+    parse,
+    pods_of,
+    rjob,
+    runtime,
+    tj,
+)
+
+Obj = dict[str, Any]
+
+MANIFESTS = Path(__file__).parents[2] / "integration" / "manifests" / "runtimes.yaml"
+RUNTIMES: dict[str, Obj] = {
+    doc["metadata"]["name"]: doc
+    for doc in yaml.safe_load_all(MANIFESTS.read_text())
+    if doc and doc.get("kind") == "ClusterTrainingRuntime"
+}
+GPU = "nvidia.com/gpu"
+
+
+def official(name: str, **node_container: Any) -> Obj:
+    """Runtime ``name`` of the manifests, its trainer ``node`` container updated."""
+    rt = copy.deepcopy(RUNTIMES[name])
+    for job in rt["spec"]["template"]["spec"]["replicatedJobs"]:
+        labels = (job["template"].get("metadata") or {}).get("labels") or {}
+        if labels.get("trainer.kubeflow.org/trainjob-ancestor-step") == "trainer":
+            job["template"]["spec"]["template"]["spec"]["containers"][0].update(node_container)
+    return rt
+
+
+def on(rt: Obj, **trainer: Any) -> list[Obj]:
+    """The pods of a TrainJob ``tj`` with ``trainer`` over ClusterTrainingRuntime ``rt``."""
+    spec: Obj = {"trainer": trainer} if trainer else {}
+    return pods_of(tj(rt["metadata"]["name"], **spec), ctx(rt))
+
+
+def ports(container: Obj) -> list[int]:
+    return [p["containerPort"] for p in container.get("ports") or ()]
+
+
+def test_the_plugins_are_registered_once_each_in_order() -> None:
+    assert [p.name for p in ML_POLICIES] == ["torch", "mpi", "jax", "xgboost"]
+
+
+# --------------------------------------------------------------------------- JAX
+
+
+def test_jax_runtime_sets_the_coordinator_env_and_port_on_every_node() -> None:
+    pods = on(official("lt-jax"), numNodes=3, env=[{"name": "USER_VAR", "value": "x"}])
+    assert [p["metadata"]["name"] for p in pods] == ["tj-node-0-0", "tj-node-0-1", "tj-node-0-2"]
+    for pod in pods:
+        container = main(pod)
+        assert [e["name"] for e in container["env"]] == [
+            "USER_VAR",
+            "JAX_NUM_PROCESSES",
+            "JAX_PROCESS_ID",
+            "JAX_COORDINATOR_ADDRESS",
+            "JOB_COMPLETION_INDEX",
+        ]
+        env = env_of(container)
+        assert env["JAX_NUM_PROCESSES"] == "3"
+        assert env["JAX_PROCESS_ID"] == INDEX_REF
+        assert env["JAX_COORDINATOR_ADDRESS"] == "tj-node-0-0.tj:29500"
+        assert ports(container) == [29500]
+        assert not any(name.startswith(("PET_", "DMLC_")) for name in env)
+
+
+def test_jax_coordinator_follows_the_runtime_subdomain_and_keeps_a_stated_port() -> None:
+    rt = official("lt-jax", ports=[{"containerPort": 29500, "name": "coord"}])
+    rt["spec"]["template"]["spec"]["network"] = {"subdomain": "mesh"}
+    (pod,) = on(rt)
+    assert env_of(main(pod))["JAX_COORDINATOR_ADDRESS"] == "tj-node-0-0.mesh:29500"
+    assert main(pod)["ports"] == [{"containerPort": 29500, "name": "coord"}]
+
+
+def test_jax_env_is_one_process_per_pod() -> None:
+    assert jax.jax_env(processes=2, process_id="1", coordinator="h", port=7) == {
+        "JAX_NUM_PROCESSES": "2",
+        "JAX_PROCESS_ID": "1",
+        "JAX_COORDINATOR_ADDRESS": "h:7",
+    }
+
+
+# --------------------------------------------------------------------------- XGBoost
+
+
+@pytest.mark.parametrize(
+    ("node", "trainer", "workers"),
+    [
+        pytest.param({}, {"numNodes": 2}, "2", id="CPU: one worker per node"),
+        pytest.param(
+            {},
+            {"numNodes": 2, "resourcesPerNode": {"limits": {GPU: 4}}},
+            "8",
+            id="GPU: one worker per GPU",
+        ),
+        pytest.param(
+            {"resources": {"limits": {GPU: 2}}}, {"numNodes": 3}, "6", id="the runtime's GPUs"
+        ),
+        pytest.param(
+            {"resources": {"limits": {GPU: 2}}},
+            {"numNodes": 3, "resourcesPerNode": {"requests": {"cpu": 4}}},
+            "3",
+            id="the TrainJob's resources replace the runtime's for the count",
+        ),
+    ],
+)
+def test_xgboost_runtime_sets_the_tracker_env_and_port(
+    node: Obj, trainer: Obj, workers: str
+) -> None:
+    pods = on(official("lt-xgboost", **node), **trainer)
+    assert len(pods) == trainer["numNodes"]
+    for pod in pods:
+        container = main(pod)
+        env = env_of(container)
+        assert [n for n in env if n.startswith("DMLC_")] == [
+            "DMLC_TRACKER_URI",
+            "DMLC_TRACKER_PORT",
+            "DMLC_TASK_ID",
+            "DMLC_NUM_WORKER",
+        ]
+        assert env["DMLC_TRACKER_URI"] == "tj-node-0-0.tj"
+        assert env["DMLC_TRACKER_PORT"] == "29500"
+        assert env["DMLC_TASK_ID"] == INDEX_REF
+        assert env["DMLC_NUM_WORKER"] == workers
+        assert ports(container) == [29500]
+
+
+def test_xgboost_reserved_env_is_refused_naming_the_entry() -> None:
+    rt = official("lt-xgboost")
+    env = [{"name": "OK", "value": "1"}, {"name": "DMLC_NUM_WORKER", "value": "9"}]
+    with pytest.raises(InvalidJob) as err:
+        parse(tj("lt-xgboost", trainer={"env": env}), ctx(rt))
+    (problem,) = err.value.problems
+    assert problem.field == "spec.trainer.env[1]"
+    assert "DMLC_NUM_WORKER is reserved for the XGBoost runtime" in problem.message
+
+
+def test_xgboost_workers() -> None:
+    assert xgboost.workers(nodes=3, gpus=0) == 3
+    assert xgboost.workers(nodes=3, gpus=2) == 6
+
+
+def test_dmlc_env_without_xgboost_is_the_users() -> None:
+    env = [{"name": "DMLC_NUM_WORKER", "value": "9"}]
+    (pod,) = on(official("lt-jax"), env=env)
+    assert env_of(main(pod))["DMLC_NUM_WORKER"] == "9"
+
+
+# --------------------------------------------------------------------------- torch
+
+
+@pytest.mark.parametrize(
+    ("node", "trainer", "expected"),
+    [
+        pytest.param({}, {}, "1", id="no resources: one process"),
+        pytest.param({"resources": {"limits": {GPU: 8}}}, {}, "auto", id="runtime GPUs: auto"),
+        pytest.param({"resources": {"requests": {"cpu": 6}}}, {}, "6", id="runtime CPUs"),
+        pytest.param(
+            {"resources": {"limits": {GPU: 8}}},
+            {"resourcesPerNode": {"limits": {"cpu": "2500m"}}},
+            "3",
+            id="the TrainJob's resources replace the runtime's",
+        ),
+        pytest.param(
+            {"resources": {"requests": {"cpu": 6}}}, {"numProcPerNode": 2}, "2", id="an integer"
+        ),
+    ],
+)
+def test_torch_nproc_per_node_auto_is_resolved_over_the_node_resources(
+    node: Obj, trainer: Obj, expected: str
+) -> None:
+    (pod,) = on(official("lt-torch", **node), **trainer)
+    assert env_of(main(pod))["PET_NPROC_PER_NODE"] == expected
+
+
+def test_resources_per_node_reading() -> None:
+    assert gpus_per_node({"requests": {"amd.com/GPU": "2"}, "limits": {GPU: 4}}) == 2
+    assert gpus_per_node({"requests": {"cpu": 1}, "limits": {GPU: 4}}) == 4
+    assert cpus_per_node({"requests": {"cpu": 0}, "limits": {"cpu": "1200m"}}) == 2
+    assert cpus_per_node({}) == 0
+    assert node_resources(None, {"limits": {"cpu": 1}}) == {"limits": {"cpu": 1}}
+    assert node_resources({}, {"limits": {"cpu": 1}}) == {}
+    assert torch.nproc_per_node("gpu", {}) == "gpu"
+    assert torch.nproc_per_node("cpu", {"limits": {GPU: 2, "cpu": 3}}) == "3"
+
+
+INJECTED = runtime(
+    "inject",
+    ml={
+        "torch": {
+            "envInjection": {
+                "targets": [
+                    {"jobName": "node", "containerNames": ["sidecar", "preflight"]},
+                    {"jobName": "helper", "containerNames": ["helper"]},
+                ]
+            }
+        }
+    },
+    jobs=[
+        rjob(
+            "node",
+            "trainer",
+            {"name": "node", "image": "n:1"},
+            {"name": "sidecar", "image": "s:1"},
+            pod={"initContainers": [{"name": "preflight", "image": "p:1"}]},
+        ),
+        rjob("helper", None, {"name": "helper", "image": "h:1"}, {"name": "other", "image": "o:1"}),
+    ],
+)
+PET = ["PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT"]
+
+
+def test_torch_env_injection_targets_get_the_pet_env() -> None:
+    pods = {p["metadata"]["name"]: p for p in pods_of(tj("inject"), ctx(INJECTED))}
+    node, helper = pods["tj-node-0-0"]["spec"], pods["tj-helper-0-0"]["spec"]
+    trainer_env = env_of(node["containers"][0])
+    for container in (node["containers"][1], node["initContainers"][0], helper["containers"][0]):
+        env = env_of(container)
+        assert [n for n in env if n.startswith("PET_")] == PET
+        assert {n: env[n] for n in PET} == {n: trainer_env[n] for n in PET}
+    assert not any(n.startswith("PET_") for n in env_of(helper["containers"][1]))
+    assert ports(node["containers"][1]) == []
+
+
+def test_torch_env_injection_of_a_missing_container_makes_the_runtime_not_ready() -> None:
+    rt = copy.deepcopy(INJECTED)
+    targets = rt["spec"]["mlPolicy"]["torch"]["envInjection"]["targets"]
+    targets[1]["containerNames"] = ["helper", "ghost"]
+    with pytest.raises(RuntimeNotReady) as err:
+        parse(tj("inject"), ctx(rt))
+    assert err.value.reason == "InvalidMLPolicy"
+    assert "spec.mlPolicy.torch.envInjection.targets[1]" in err.value.message
+    assert "'ghost'" in err.value.message
+
+
+# --------------------------------------------------------------------------- MPI
+
+
+@pytest.mark.parametrize(
+    ("policy", "trainer", "slots"),
+    [
+        pytest.param({}, {}, 1, id="default 1 without GPUs"),
+        pytest.param({}, {"resourcesPerNode": {"limits": {GPU: 4}}}, 4, id="1 becomes the GPUs"),
+        pytest.param({}, {"resourcesPerNode": {"limits": {GPU: 1}}}, 1, id="one GPU"),
+        pytest.param(
+            {"numProcPerNode": 3},
+            {"resourcesPerNode": {"limits": {GPU: 4}}},
+            3,
+            id="a stated runtime value is kept",
+        ),
+        pytest.param(
+            {}, {"numProcPerNode": 2, "resourcesPerNode": {"limits": {GPU: 4}}}, 2, id="TrainJob's"
+        ),
+        pytest.param({"mpiImplementation": ""}, {}, 1, id="empty implementation is OpenMPI"),
+    ],
+)
+@pytest.mark.parametrize("name", ["lt-deepspeed", "lt-mlx"])
+def test_mpi_slots_follow_the_gpu_count(name: str, policy: Obj, trainer: Obj, slots: int) -> None:
+    rt = official(name)
+    rt["spec"]["mlPolicy"]["mpi"].update(policy)
+    context = ctx(rt)
+    job = parse(tj(name, trainer={"numNodes": 3, **trainer}), context)
+    assert job.mpi is not None
+    assert job.mpi.implementation == mpi.OPENMPI
+    assert hostfile(job).splitlines() == [
+        f"tj-launcher-0-0.tj slots={slots}",
+        f"tj-node-0-0.tj slots={slots}",
+        f"tj-node-0-1.tj slots={slots}",
+    ]
+    pods = PLUGIN.children(job, size=PLUGIN.demand(job, context).max_size, ctx=context).pods
+    launcher = next(p for p in pods if p["metadata"]["name"] == "tj-launcher-0-0")
+    env = env_of(main(launcher))
+    assert env["OMPI_MCA_orte_set_default_slots"] == str(slots)
+    assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+
+
+def test_mpi_slots_and_implementation() -> None:
+    assert mpi.slots(requested=None, configured=1, gpus=8) == 8
+    assert mpi.slots(requested=None, configured=2, gpus=8) == 2
+    assert mpi.slots(requested=5, configured=1, gpus=8) == 5
+    assert mpi.implementation("") == mpi.implementation(None) == mpi.OPENMPI
+    assert mpi.implementation(mpi.INTEL) == mpi.INTEL
