@@ -40,6 +40,8 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
   ``<tj>-mpi-ssh-auth`` (``mpi.ssh_auth_secret``, keys filled by the reconciler), the volume
   ``mpi-ssh-auth`` on launcher and node pods mounted at sshAuthMountPath, ``mpi-hostfile`` at
   ``/etc/mpi`` and the OpenMPI env on the launcher.
+- **JAX, XGBoost, Flux** and torch's envInjection: the ML policy plugins of
+  ``lattice.frameworks.trainjob_mlpolicies`` (their pod edits, ConfigMaps and Secrets).
 - **Initializers**: ``initializer_children`` gives their pods (same naming and labels); the
   reconciler creates the trainer children only once ``initializers_succeeded``. When a pod has
   the runtime's ``initializer`` volume, an initializer's main container gets it at its output
@@ -96,6 +98,7 @@ from lattice.frameworks.kubeflow import KubeflowStatus, job_priority
 from lattice.frameworks.manifests import headless_service
 from lattice.frameworks.naming import object_meta
 from lattice.frameworks.policies.mpi import ssh_auth_secret
+from lattice.frameworks.trainjob_mlpolicies import policy_objects
 from lattice.frameworks.trainjob_plans import LAUNCHER, ReplicatedJobPlan, ResolvedJob
 from lattice.frameworks.trainjob_pods import (
     LABEL_COMPLETION_INDEX,
@@ -217,21 +220,28 @@ class TrainJobPlugin(KubeflowStatus):
             del service["spec"]["ports"]
             service["spec"]["publishNotReadyAddresses"] = job.publish_not_ready
             services = (service,)
-        if job.mpi is None:
-            return Children(pods=pods, services=services)
-        meta = object_meta(
-            name=f"{job.name}-mpi-hostfile", namespace=job.namespace, labels=labels, owner=owner
+        config_maps, secrets = policy_objects(job, labels=labels, owner=owner)
+        if job.mpi is not None:
+            meta = object_meta(
+                name=f"{job.name}-mpi-hostfile", namespace=job.namespace, labels=labels, owner=owner
+            )
+            config: Obj = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": meta,
+                "data": {"hostfile": hostfile(job, size=size)},
+            }
+            secret = ssh_auth_secret(
+                name=f"{job.name}-mpi-ssh-auth", namespace=job.namespace, labels=labels, owner=owner
+            )
+            config_maps.insert(0, config)
+            secrets.insert(0, secret)
+        return Children(
+            pods=pods,
+            services=services,
+            config_maps=tuple(config_maps),
+            secrets=tuple(secrets),
         )
-        config: Obj = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": meta,
-            "data": {"hostfile": hostfile(job, size=size)},
-        }
-        secret = ssh_auth_secret(
-            name=f"{job.name}-mpi-ssh-auth", namespace=job.namespace, labels=labels, owner=owner
-        )
-        return Children(pods=pods, services=services, config_maps=(config,), secrets=(secret,))
 
     def initializer_children(self, job: ResolvedJob, *, ctx: OperatorContext) -> Children:
         """The dataset/model initializer pods; the trainer children wait until they Succeeded."""

@@ -2,12 +2,13 @@
 kind-neutral policy (``lattice.frameworks.policies``) to the pod templates of a resolved job.
 
 Contract (pure; the facts are Kubeflow Trainer v2.3's plugins):
-- ``ML_POLICIES``: the plugins (torch, MPI, JAX, XGBoost) in the order they apply. A plugin is
-  ``active`` when the runtime states its policy; ``patch`` edits the pod spec of one
-  replicatedJob (a copy the caller owns) and its main container; ``problems`` names what a
-  TrainJob asks that the policy forbids (``InvalidJob``); ``runtime_problems`` what the runtime
-  states that it cannot apply (the runtime is not ready). ``apply_policies``,
-  ``trainjob_problems`` and ``runtime_policy_problems`` run every active plugin.
+- ``ML_POLICIES``: the plugins (torch, MPI, JAX, XGBoost, Flux) in the order they apply. A
+  plugin is ``active`` when the runtime states its policy; ``patch`` edits the pod spec of one
+  replicatedJob (a copy the caller owns) and its main container; ``objects`` adds ConfigMaps and
+  Secrets of its own; ``problems`` names what a TrainJob asks that the policy forbids
+  (``InvalidJob``); ``runtime_problems`` what the runtime states that it cannot apply (the
+  runtime is not ready). ``apply_policies``, ``policy_objects``, ``trainjob_problems`` and
+  ``runtime_policy_problems`` run every active plugin.
 - ``runtime_node_resources``: the runtime's resources per node, as upstream reads them: those of
   the container ``node`` of the first replicatedJob named ``node`` or labelled as the trainer.
 - **torch**: on the trainer's main container the ``torch.torch_env`` variables (Trainer's order),
@@ -25,6 +26,14 @@ Contract (pure; the facts are Kubeflow Trainer v2.3's plugins):
   ``DMLC_TASK_ID`` (the completion index), ``DMLC_NUM_WORKER`` (nodes times the GPUs per node,
   at least one per node) and the port 29500 on the trainer's main container; ``trainer.env``
   must not set the ``DMLC_*`` names (``spec.trainer.env[i]``).
+- **Flux**: on the trainer job: the init container ``flux-installer`` (image ``FLUX_VIEW_IMAGE``
+  of the trainer's env, else the default), the view, software, scripts, CURVE and ``/dev/shm``
+  volumes and their mounts on the main container, whose command and args become
+  ``flux.command`` of them; ConfigMap ``<tj>-flux-entrypoint`` (``init.sh``, ``entrypoint.sh``:
+  hosts ``<tj>-<trainer job>-0-[0-<n-1>]``, ``flux run -N <n> -n <tasks*n> [-g <gpus>]``, tasks
+  the TrainJob's numProcPerNode else the runtime's) and Secret ``<tj>-flux-curve`` whose
+  certificate the reconciler generates (``GENERATE_CURVE_CERT``). numProcPerNode must be an
+  integer >= 1; the runtime's trainer job must not have an init container ``flux-installer``.
 """
 
 from __future__ import annotations
@@ -36,7 +45,8 @@ from typing import Any, ClassVar
 from lattice.api.runtime import MLPolicy, TrainingRuntimeSpec
 from lattice.api.trainjob import TrainJob
 from lattice.frameworks.base import Problem
-from lattice.frameworks.policies import jax, mpi, torch, xgboost
+from lattice.frameworks.naming import object_meta
+from lattice.frameworks.policies import flux, jax, mpi, torch, xgboost
 from lattice.frameworks.policies.resources import gpus_per_node
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_TRAINER,
@@ -48,12 +58,14 @@ from lattice.frameworks.trainjob_plans import (
 )
 
 __all__ = [
+    "GENERATE_CURVE_CERT",
     "INDEX_REF",
     "LABEL_COMPLETION_INDEX",
     "MASTER_PORT",
     "ML_POLICIES",
     "TrainJobPolicy",
     "apply_policies",
+    "policy_objects",
     "runtime_node_resources",
     "runtime_policy_problems",
     "trainjob_problems",
@@ -66,6 +78,8 @@ MASTER_PORT = 29500
 LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 INDEX_REF = {"fieldRef": {"fieldPath": f"metadata.annotations['{LABEL_COMPLETION_INDEX}']"}}
 _SSH_VOLUME, _HOSTFILE_VOLUME = "mpi-ssh-auth", "mpi-hostfile"
+#: ``mpi.ANNOTATION_GENERATE`` value: fill ``flux.CURVE_KEY`` with a fresh CURVE certificate.
+GENERATE_CURVE_CERT = "flux-curve-cert"
 #: The torch policy's variables, in Trainer's order.
 _TRAINER_TORCH = (
     "PET_NNODES",
@@ -124,6 +138,13 @@ class TrainJobPolicy:
 
     def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
         del job, r, spec, main
+
+    def objects(
+        self, job: ResolvedJob, *, labels: Mapping[str, str], owner: Obj
+    ) -> tuple[list[Obj], list[Obj]]:
+        """The ConfigMaps and Secrets of the policy."""
+        del job, labels, owner
+        return [], []
 
 
 class _Torch(TrainJobPolicy):
@@ -269,7 +290,108 @@ class _XGBoost(TrainJobPolicy):
         _with_port(main, xgboost.PORT)
 
 
-ML_POLICIES: tuple[TrainJobPolicy, ...] = (_Torch(), _MPI(), _JAX(), _XGBoost())
+class _Flux(TrainJobPolicy):
+    name = "flux"
+
+    def problems(self, tj: TrainJob, *, ml: MLPolicy) -> list[Problem]:
+        del ml
+        npp = tj.spec.trainer.num_proc_per_node if tj.spec.trainer else None
+        if npp is None:
+            return []
+        if not isinstance(npp, int):
+            why = f"must have an int value for Flux TrainJob, got {npp!r}"
+            return [Problem("spec.trainer.numProcPerNode", why)]
+        if npp < 1:
+            why = f"must be greater than or equal to 1 for Flux TrainJob, got {npp}"
+            return [Problem("spec.trainer.numProcPerNode", why)]
+        return []
+
+    def runtime_problems(self, spec: TrainingRuntimeSpec) -> list[Problem]:
+        problems: list[Problem] = []
+        for i, rjob in enumerate(spec.template.spec.replicated_jobs):
+            pod = ((rjob.template.get("spec") or {}).get("template") or {}).get("spec") or {}
+            for j, container in enumerate(pod.get("initContainers") or ()):
+                if container.get("name") == flux.INSTALLER:
+                    where = (
+                        f"spec.template.spec.replicatedJobs[{i}].template.spec.template.spec"
+                        f".initContainers[{j}].name"
+                    )
+                    why = f"{flux.INSTALLER} is reserved for the Flux policy"
+                    problems.append(Problem(where, why))
+        return problems
+
+    def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
+        if r.name != job.trainer:
+            return
+        config = f"{job.name}-flux-entrypoint"
+        image = flux.settings(main.get("env") or ())["FLUX_VIEW_IMAGE"]
+        volumes = flux.volumes(config_map=config, curve_secret=f"{job.name}-flux-curve")
+        spec["volumes"] = upsert(spec.get("volumes"), volumes, key="name")
+        installer = flux.installer(image=image, config_volume=config)
+        spec["initContainers"] = upsert(spec.get("initContainers"), [installer], key="name")
+        mounts = flux.node_mounts(config_volume=config)
+        main["volumeMounts"] = upsert(main.get("volumeMounts"), mounts, key="name")
+        original = [*(main.get("command") or ()), *(main.get("args") or ())]
+        main["command"] = flux.command([str(part) for part in original])
+        main.pop("args", None)
+
+    def objects(
+        self, job: ResolvedJob, *, labels: Mapping[str, str], owner: Obj
+    ) -> tuple[list[Obj], list[Obj]]:
+        plan = job.rjob(job.trainer)
+        containers = (plan.template.get("spec") or {}).get("containers") or ()
+        at = next((i for i, c in enumerate(containers) if c.get("name") == NODE), 0)
+        env = containers[at].get("env") or () if containers else ()
+        settings = flux.settings(env)
+        hosts = flux.hostlist(f"{job.name}-{job.trainer}-0-", job.max_nodes)
+        namespace = job.namespace or "default"
+        broker = flux.broker_config(
+            hosts=hosts,
+            domain=f"{job.subdomain}.{namespace}.svc.cluster.local",
+            device=settings["FLUX_NETWORK_DEVICE"],
+            queue_policy=settings["FLUX_QUEUE_POLICY"],
+        )
+        policy = job.ml_policy.flux if job.ml_policy else None
+        npp = job.trainjob.spec.trainer.num_proc_per_node if job.trainjob.spec.trainer else None
+        tasks = npp if isinstance(npp, int) else (policy.num_proc_per_node if policy else 1)
+        gpus = gpus_per_node(job.node_resources)
+        entrypoint = flux.entrypoint_script(
+            main_host=f"{job.name}-{job.trainer}-0-0",
+            resources=flux.resource_spec(tasks=tasks, gpus=gpus),
+            flags=flux.run_flags(nodes=job.max_nodes, tasks=tasks, gpus=gpus),
+        )
+
+        def meta(name: str, **annotations: str) -> Obj:
+            return object_meta(
+                name=name,
+                namespace=job.namespace,
+                labels=labels,
+                owner=owner,
+                annotations=annotations or None,
+            )
+
+        config: Obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": meta(f"{job.name}-flux-entrypoint"),
+            "data": {
+                "entrypoint.sh": entrypoint,
+                "init.sh": flux.init_script(hosts=hosts, broker=broker),
+            },
+        }
+        secret: Obj = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": meta(
+                f"{job.name}-flux-curve", **{mpi.ANNOTATION_GENERATE: GENERATE_CURVE_CERT}
+            ),
+            "type": "Opaque",
+            "data": {flux.CURVE_KEY: ""},
+        }
+        return [config], [secret]
+
+
+ML_POLICIES: tuple[TrainJobPolicy, ...] = (_Torch(), _MPI(), _JAX(), _XGBoost(), _Flux())
 
 
 def apply_policies(job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
@@ -277,6 +399,20 @@ def apply_policies(job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj)
     for policy in ML_POLICIES:
         if policy.active(job.ml_policy):
             policy.patch(job, r, spec, main)
+
+
+def policy_objects(
+    job: ResolvedJob, *, labels: Mapping[str, str], owner: Obj
+) -> tuple[list[Obj], list[Obj]]:
+    """Every active plugin's ConfigMaps and Secrets."""
+    config_maps: list[Obj] = []
+    secrets: list[Obj] = []
+    for policy in ML_POLICIES:
+        if policy.active(job.ml_policy):
+            maps, keys = policy.objects(job, labels=labels, owner=owner)
+            config_maps += maps
+            secrets += keys
+    return config_maps, secrets
 
 
 def trainjob_problems(tj: TrainJob, *, ml: MLPolicy | None) -> list[Problem]:

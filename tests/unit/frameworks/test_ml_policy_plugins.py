@@ -1,20 +1,25 @@
 """The TrainJob ML policy plugins on the children they build: JAX, XGBoost, torch
-(``numProcPerNode`` resolution, ``envInjection``) and MPI (slots from the GPU count,
-``mpiImplementation: ""``), over the official runtime shapes of
-``tests/integration/manifests/runtimes.yaml`` (JAX, XGBoost, DeepSpeed, MLX, torch).
+(``numProcPerNode`` resolution, ``envInjection``), MPI (slots from the GPU count,
+``mpiImplementation: ""``) and Flux (installer, volumes, command, scripts, CURVE Secret), over
+the official runtime shapes of ``tests/integration/manifests/runtimes.yaml`` (JAX, XGBoost,
+DeepSpeed, MLX, Flux, torch).
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from lattice.controllers.generated import fill_generated
 from lattice.frameworks.base import InvalidJob
-from lattice.frameworks.policies import jax, mpi, torch, xgboost
+from lattice.frameworks.policies import flux, jax, mpi, torch, xgboost
 from lattice.frameworks.policies.resources import cpus_per_node, gpus_per_node, node_resources
 from lattice.frameworks.trainjob import hostfile
 from lattice.frameworks.trainjob_mlpolicies import ML_POLICIES
@@ -64,7 +69,7 @@ def ports(container: Obj) -> list[int]:
 
 
 def test_the_plugins_are_registered_once_each_in_order() -> None:
-    assert [p.name for p in ML_POLICIES] == ["torch", "mpi", "jax", "xgboost"]
+    assert [p.name for p in ML_POLICIES] == ["torch", "mpi", "jax", "xgboost", "flux"]
 
 
 # --------------------------------------------------------------------------- JAX
@@ -306,3 +311,134 @@ def test_mpi_slots_and_implementation() -> None:
     assert mpi.slots(requested=5, configured=1, gpus=8) == 5
     assert mpi.implementation("") == mpi.implementation(None) == mpi.OPENMPI
     assert mpi.implementation(mpi.INTEL) == mpi.INTEL
+
+
+# --------------------------------------------------------------------------- Flux
+
+
+def flux_children(rt: Obj, **trainer: Any) -> Any:
+    context = ctx(rt)
+    spec: Obj = {"trainer": trainer} if trainer else {}
+    job = parse(tj(rt["metadata"]["name"], **spec), context)
+    return PLUGIN.children(job, size=PLUGIN.demand(job, context).max_size, ctx=context)
+
+
+FLUX_RT = official("lt-flux", command=["lmp", "-in"], args=["in.reaxc.hns"])
+
+
+def test_flux_runtime_wires_the_installer_volumes_and_command() -> None:
+    children = flux_children(FLUX_RT)
+    assert [p["metadata"]["name"] for p in children.pods] == ["tj-node-0-0", "tj-node-0-1"]
+    for pod in children.pods:
+        spec = pod["spec"]
+        (installer,) = spec["initContainers"]
+        assert installer["name"] == "flux-installer"
+        assert installer["image"] == "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy"
+        assert installer["command"] == ["/bin/bash", "/etc/flux-config/init.sh"]
+        mounts = [m["mountPath"] for m in installer["volumeMounts"]]
+        assert mounts == ["/mnt/flux", "/etc/flux-config"]
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert volumes["tj-flux-entrypoint"]["configMap"] == {
+            "name": "tj-flux-entrypoint",
+            "defaultMode": 0o755,
+        }
+        curve = {"secretName": "tj-flux-curve", "defaultMode": 0o400}
+        assert volumes["flux-curve"]["secret"] == curve
+        assert volumes["shared-memory"]["emptyDir"] == {"medium": "Memory"}
+        assert {"flux-install", "spack-install"} <= set(volumes)
+        container = main(pod)
+        assert container["command"] == [
+            "/bin/bash",
+            "/etc/flux-config/entrypoint.sh",
+            "lmp -in in.reaxc.hns",
+        ]
+        assert "args" not in container
+        assert [m["mountPath"] for m in container["volumeMounts"]] == [
+            "/mnt/flux",
+            "/opt/software",
+            "/etc/flux-config",
+            "/curve",
+            "/dev/shm",
+        ]
+        assert not any(n.startswith(("PET_", "JAX_", "DMLC_")) for n in env_of(container))
+
+
+def test_flux_scripts_and_curve_secret() -> None:
+    children = flux_children(FLUX_RT, resourcesPerNode={"limits": {GPU: 2}})
+    config = next(c for c in children.config_maps if c["metadata"]["name"] == "tj-flux-entrypoint")
+    init, entry = config["data"]["init.sh"], config["data"]["entrypoint.sh"]
+    assert "echo 'tj-node-0-[0-1]'" in init
+    assert 'default_connect = "tcp://%h.tj.ns.svc.cluster.local:%p"' in init
+    assert 'default_bind = "tcp://eth0:%p"' in init
+    assert "default_port = 8050" in init
+    assert 'queue-policy = "fcfs"' in init
+    assert "flux run -N 2 -n 8 -g 2 $1" in entry
+    assert "--cores=0-3 --gpu=0-1" in entry
+    assert "= tj-node-0-0 ]" in entry
+    bash = shutil.which("bash")
+    assert bash is not None
+    for script in (init, entry):
+        subprocess.run([bash, "-n"], input=script, text=True, check=True)
+    (secret,) = children.secrets
+    assert secret["metadata"]["name"] == "tj-flux-curve"
+    assert secret["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+    filled = fill_generated(secret)
+    cert = base64.b64decode(filled["data"]["curve.cert"]).decode()
+    assert 'name = "tj-flux-curve"' in cert
+    keys = [line.split('"')[1] for line in cert.splitlines() if "-key =" in line]
+    assert [len(k) for k in keys] == [40, 40]
+    assert keys[0] != keys[1]
+    assert fill_generated(secret)["data"] != filled["data"]
+
+
+def test_flux_settings_and_tasks_follow_the_trainjob() -> None:
+    env = [
+        {"name": "FLUX_VIEW_IMAGE", "value": "example.com/view:rocky"},
+        {"name": "FLUX_QUEUE_POLICY", "value": "easy"},
+    ]
+    children = flux_children(FLUX_RT, numNodes=3, numProcPerNode=2, env=env)
+    assert len(children.pods) == 3
+    assert children.pods[0]["spec"]["initContainers"][0]["image"] == "example.com/view:rocky"
+    config = children.config_maps[0]["data"]
+    assert "flux run -N 3 -n 6 $1" in config["entrypoint.sh"]
+    assert "--cores=0-1 \\" in config["entrypoint.sh"]
+    assert "tj-node-0-[0-2]" in config["init.sh"]
+    assert 'queue-policy = "easy"' in config["init.sh"]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("auto", "must have an int value for Flux TrainJob, got 'auto'"),
+        (0, "must be greater than or equal to 1 for Flux TrainJob, got 0"),
+    ],
+)
+def test_flux_num_proc_per_node_must_be_a_positive_integer(value: Any, message: str) -> None:
+    with pytest.raises(InvalidJob) as err:
+        parse(tj("lt-flux", trainer={"numProcPerNode": value}), ctx(FLUX_RT))
+    assert [(p.field, p.message) for p in err.value.problems] == [
+        ("spec.trainer.numProcPerNode", message)
+    ]
+
+
+def test_flux_installer_name_is_reserved_in_the_runtime() -> None:
+    rt = copy.deepcopy(FLUX_RT)
+    pod = rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod["spec"]["initContainers"] = [{"name": "flux-installer", "image": "x"}]
+    with pytest.raises(RuntimeNotReady) as err:
+        parse(tj("lt-flux"), ctx(rt))
+    assert err.value.reason == "InvalidRuntime"
+    assert "initContainers[0].name" in err.value.message
+
+
+def test_flux_pure_parts() -> None:
+    assert flux.span(1) == "0"
+    assert flux.span(4) == "0-3"
+    assert flux.run_flags(nodes=2, tasks=1, gpus=0) == "-N 2 -n 2"
+    assert flux.resource_spec(tasks=1, gpus=1) == "--cores=0 --gpu=0"
+    # ZeroMQ's Z85 test vector (RFC 32): 86 4F D2 6F B5 59 F7 5B -> "HelloWorld"
+    assert flux.z85(bytes.fromhex("864FD26FB559F75B")) == "HelloWorld"
+    with pytest.raises(ValueError, match="multiples of 4"):
+        flux.z85(b"abc")
+    entry = ["/bin/bash", "/etc/flux-config/entrypoint.sh", "python x.py"]
+    assert flux.command(["python", "x.py"]) == entry
