@@ -4,11 +4,14 @@ The JAX and XGBoost runtime shapes of ``tests/integration/manifests/runtimes.yam
 test, since ClusterTrainingRuntimes are cluster-wide) and a TrainJob over each, with two nodes of
 two GPUs: every created pod carries the policy's environment (JAX coordinator, process count and
 id; XGBoost tracker, task id and worker count, one worker per GPU) and the container port
-29500, and the TrainJob completes when its pods exit 0.
+29500, and the TrainJob completes when its pods exit 0. The Flux runtime shape likewise: the
+installer init container and wrapped command on every pod, the scripts ConfigMap, and the CURVE
+Secret with a certificate the operator generated.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 from pathlib import Path
 from typing import Any
@@ -34,9 +37,9 @@ def official(name: str, *, rename: str) -> dict[str, Any]:
     raise KeyError(name)
 
 
-def trainjob(name: str, runtime: str) -> dict[str, Any]:
+def trainjob(name: str, runtime: str, **extra: Any) -> dict[str, Any]:
     ref = {"apiGroup": GROUP, "kind": "ClusterTrainingRuntime", "name": runtime}
-    trainer = {"numNodes": 2, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "2"}}}
+    trainer = {"numNodes": 2, "resourcesPerNode": {"limits": {"nvidia.com/gpu": "2"}}, **extra}
     return {
         "apiVersion": API,
         "kind": "TrainJob",
@@ -45,7 +48,9 @@ def trainjob(name: str, runtime: str) -> dict[str, Any]:
     }
 
 
-def policy_env(container: dict[str, Any], prefix: str) -> dict[str, Any]:
+def policy_env(pod: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """The ``prefix*`` variables of the pod's one container."""
+    (container,) = pod["spec"]["containers"]
     return {
         e["name"]: e.get("value", e.get("valueFrom"))
         for e in container.get("env") or []
@@ -54,28 +59,32 @@ def policy_env(container: dict[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def run(
-    cluster: Cluster, namespace: str, *, runtime: str, job: str, prefix: str
+    cluster: Cluster,
+    namespace: str,
+    *,
+    runtime: str,
+    job: str,
+    ports: tuple[int, ...] = (29500,),
+    **trainer: Any,
 ) -> dict[str, dict[str, Any]]:
-    """Apply the runtime and a TrainJob over it; the policy env of each pod, by pod name, after
-    checking names, owner, port and index, then let the pods finish and the job complete."""
+    """Apply the runtime and a TrainJob over it; its pods, by name, after checking names, owner
+    and ports, and after they finished and the job completed."""
     tj = trainjobs(cluster, namespace)
     name = f"{runtime}-{namespace}"
     cluster.apply(official(runtime, rename=name))
     try:
-        tj.apply(trainjob(job, name))
+        tj.apply(trainjob(job, name, **trainer))
         pods = wait_pods(tj, job, 2)
         uid = tj.get(job)["metadata"]["uid"]
         assert sorted(pods) == [f"{job}-node-0-0", f"{job}-node-0-1"]
-        envs: dict[str, dict[str, Any]] = {}
-        for pod_name, pod in pods.items():
+        for pod in pods.values():
             assert controller_of(pod) == ("TrainJob", job, uid)
             (container,) = pod["spec"]["containers"]
-            assert [p["containerPort"] for p in container.get("ports") or []] == [29500]
-            envs[pod_name] = policy_env(container, prefix)
+            assert tuple(p["containerPort"] for p in container.get("ports") or []) == ports
         for pod_name in pods:
             tj.finish(pod_name, 0)
         tj.wait_condition(job, "Complete")
-        return envs
+        return pods
     finally:
         cluster.kubectl("delete", "clustertrainingruntime", name, "--ignore-not-found")
 
@@ -87,9 +96,9 @@ def test_jax_trainjob_pods_get_the_coordinator_env_and_port(
     op: OperatorProcess = operator(*FLAGS)
     job = "jax-mnist"
     with explained(op):
-        envs = run(crds_installed, namespace, runtime="lt-jax", job=job, prefix="JAX_")
-    for env in envs.values():
-        assert env == {
+        pods = run(crds_installed, namespace, runtime="lt-jax", job=job)
+    for pod in pods.values():
+        assert policy_env(pod, "JAX_") == {
             "JAX_NUM_PROCESSES": "2",
             "JAX_PROCESS_ID": {"fieldRef": {"apiVersion": "v1", "fieldPath": INDEX_PATH}},
             "JAX_COORDINATOR_ADDRESS": f"{job}-node-0-0.{job}:29500",
@@ -103,11 +112,46 @@ def test_xgboost_trainjob_pods_get_the_tracker_env_and_port(
     op: OperatorProcess = operator(*FLAGS)
     job = "xgb-train"
     with explained(op):
-        envs = run(crds_installed, namespace, runtime="lt-xgboost", job=job, prefix="DMLC_")
-    for env in envs.values():
-        assert env == {
+        pods = run(crds_installed, namespace, runtime="lt-xgboost", job=job)
+    for pod in pods.values():
+        assert policy_env(pod, "DMLC_") == {
             "DMLC_TRACKER_URI": f"{job}-node-0-0.{job}",
             "DMLC_TRACKER_PORT": "29500",
             "DMLC_TASK_ID": {"fieldRef": {"apiVersion": "v1", "fieldPath": INDEX_PATH}},
             "DMLC_NUM_WORKER": "4",
         }
+
+
+def test_flux_trainjob_pods_get_the_installer_scripts_and_curve_secret(
+    crds_installed: Cluster, namespace: str, pool: Pool, operator: Any
+) -> None:
+    pool.add(count=2, gpus=2)
+    op: OperatorProcess = operator(*FLAGS)
+    job = "lammps"
+    tj = trainjobs(crds_installed, namespace)
+    with explained(op):
+        pods = run(
+            crds_installed,
+            namespace,
+            runtime="lt-flux",
+            job=job,
+            ports=(),
+            command=["lmp", "-in", "in.reaxc.hns"],
+        )
+        config = tj.owned("configmaps", job)[f"{job}-flux-entrypoint"]
+        secret = tj.owned("secrets", job)[f"{job}-flux-curve"]
+    for pod in pods.values():
+        assert not any(n.startswith(("PET_", "JAX_", "DMLC_")) for n in policy_env(pod, ""))
+        (installer,) = pod["spec"]["initContainers"]
+        assert installer["name"] == "flux-installer"
+        (container,) = pod["spec"]["containers"]
+        assert container["command"] == [
+            "/bin/bash",
+            "/etc/flux-config/entrypoint.sh",
+            "lmp -in in.reaxc.hns",
+        ]
+    assert "flux run -N 2 -n 8 -g 2 $1" in config["data"]["entrypoint.sh"]
+    assert f"{job}-node-0-[0-1]" in config["data"]["init.sh"]
+    cert = base64.b64decode(secret["data"]["curve.cert"]).decode()
+    assert f'name = "{job}-flux-curve"' in cert
+    assert cert.count("-key = ") == 2
