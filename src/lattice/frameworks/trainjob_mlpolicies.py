@@ -16,9 +16,11 @@ Contract (pure; the facts are Kubeflow Trainer v2.3's plugins):
   ``torch.envInjection.targets`` copy the same variables into the named containers (regular
   before init containers) of the named replicatedJob; a target the runtime lacks is a runtime
   problem at ``spec.mlPolicy.torch.envInjection.targets[i]``.
-- **MPI**: the ssh volume ``mpi-ssh-auth`` on launcher and node pods, mounted at
-  sshAuthMountPath; on the launcher the hostfile ConfigMap volume at ``/etc/mpi`` and the
-  launcher env of the implementation (``""`` is OpenMPI) in Trainer's order.
+- **MPI**: the ssh volume ``mpi-ssh-auth`` (default mode 0400, ``id_rsa`` 0640, the public
+  files 0644, as v2.3) on launcher and node pods, mounted at sshAuthMountPath; on the launcher
+  the hostfile ConfigMap volume at ``/etc/mpi`` and the launcher env of the implementation
+  (``""`` is OpenMPI) in Trainer's order; ``trainer.env`` must not set those launcher names
+  (``spec.trainer.env``).
 - **JAX**: ``JAX_NUM_PROCESSES`` (the node count), ``JAX_PROCESS_ID`` (the completion index),
   ``JAX_COORDINATOR_ADDRESS=<first trainer pod>.<subdomain>:29500`` and the port 29500 on the
   trainer's main container.
@@ -227,10 +229,25 @@ def _torch_env(job: ResolvedJob) -> dict[str, str | Obj]:
 class _MPI(TrainJobPolicy):
     name = "mpi"
 
+    def problems(self, tj: TrainJob, *, ml: MLPolicy) -> list[Problem]:
+        del ml
+        env = tj.spec.trainer.env if tj.spec.trainer else None
+        reserved = {n for names in _TRAINER_MPI.values() for n in names}
+        found = sorted({str(e.get("name")) for e in env or ()} & reserved)
+        if not found:
+            return []
+        why = f"must not have reserved envs, invalid envs configured: [{' '.join(found)}]"
+        return [Problem("spec.trainer.env", why)]
+
     def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
         if job.mpi is None or r.name not in (LAUNCHER, NODE):
             return
-        volumes = [mpi.ssh_volume(volume=_SSH_VOLUME, secret=f"{job.name}-mpi-ssh-auth")]
+        secret = f"{job.name}-mpi-ssh-auth"
+        volumes = [
+            mpi.ssh_volume(
+                volume=_SSH_VOLUME, secret=secret, default_mode=0o400, file_modes=(0o640, 0o644)
+            )
+        ]
         mounts = [{"name": _SSH_VOLUME, "mountPath": job.mpi.ssh_auth_mount_path}]
         if r.name == LAUNCHER:
             items = [{"key": "hostfile", "path": "hostfile", "mode": 0o444}]

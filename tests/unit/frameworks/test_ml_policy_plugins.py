@@ -442,3 +442,20 @@ def test_flux_pure_parts() -> None:
         flux.z85(b"abc")
     entry = ["/bin/bash", "/etc/flux-config/entrypoint.sh", "python x.py"]
     assert flux.command(["python", "x.py"]) == entry
+
+
+def test_mpi_reserved_launcher_env_is_refused() -> None:
+    env = [
+        {"name": "OMPI_MCA_plm_rsh_args", "value": "-p 2222"},
+        {"name": "OMPI_MCA_orte_set_default_slots", "value": "9"},
+        {"name": "OTHER", "value": "1"},
+    ]
+    with pytest.raises(InvalidJob) as err:
+        parse(tj("lt-mlx", trainer={"env": env}), ctx(official("lt-mlx")))
+    assert [(p.field, p.message) for p in err.value.problems] == [
+        (
+            "spec.trainer.env",
+            "must not have reserved envs, invalid envs configured: "
+            "[OMPI_MCA_orte_set_default_slots OMPI_MCA_plm_rsh_args]",
+        )
+    ]

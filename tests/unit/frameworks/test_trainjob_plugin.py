@@ -434,10 +434,11 @@ def test_mpi_volumes_mounts_and_openmpi_env() -> None:
         "secret": {
             "secretName": "mpi-pi-mpi-ssh-auth",
             "items": [
-                {"key": "ssh-privatekey", "path": "id_rsa"},
-                {"key": "ssh-publickey", "path": "id_rsa.pub"},
-                {"key": "ssh-publickey", "path": "authorized_keys"},
+                {"key": "ssh-privatekey", "path": "id_rsa", "mode": 0o640},
+                {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": 0o644},
+                {"key": "ssh-publickey", "path": "authorized_keys", "mode": 0o644},
             ],
+            "defaultMode": 0o400,
         },
     }
     hostfile_volume = {

@@ -22,7 +22,7 @@ Contract (pure):
   (``lattice.controllers.generated``) before creating it, once per job.
 - ``ssh_volume``: the Secret volume every launcher and worker mounts: ``id_rsa`` (private key),
   ``id_rsa.pub`` and ``authorized_keys`` (public key), ``defaultMode`` when given (0600 where
-  ssh insists on it, e.g. ``/root/.ssh``).
+  ssh insists on it, e.g. ``/root/.ssh``), and per-file modes (private, public) when given.
 """
 
 from __future__ import annotations
@@ -119,15 +119,23 @@ def ssh_auth_secret(
     }
 
 
-def ssh_volume(*, volume: str, secret: str, default_mode: int | None = None) -> Obj:
-    source: Obj = {
-        "secretName": secret,
-        "items": [
-            {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
-            {"key": SSH_PUBLIC_KEY, "path": "id_rsa.pub"},
-            {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
-        ],
-    }
+def ssh_volume(
+    *,
+    volume: str,
+    secret: str,
+    default_mode: int | None = None,
+    file_modes: tuple[int, int] | None = None,
+) -> Obj:
+    items: list[Obj] = [
+        {"key": SSH_PRIVATE_KEY, "path": "id_rsa"},
+        {"key": SSH_PUBLIC_KEY, "path": "id_rsa.pub"},
+        {"key": SSH_PUBLIC_KEY, "path": "authorized_keys"},
+    ]
+    if file_modes is not None:
+        private, public = file_modes
+        for item in items:
+            item["mode"] = private if item["key"] == SSH_PRIVATE_KEY else public
+    source: Obj = {"secretName": secret, "items": items}
     if default_mode is not None:
         source["defaultMode"] = default_mode
     return {"name": volume, "secret": source}
