@@ -21,6 +21,7 @@ __all__ = [
     "ReadsRuntimes",
     "RendersStatus",
     "StagesChildren",
+    "WarnsIgnored",
 ]
 
 Obj = dict[str, Any]
@@ -139,4 +140,16 @@ class ReadsRuntimes(Protocol):
 
     def names_runtime(self, obj: Mapping[str, Any], runtime: Mapping[str, Any]) -> bool:
         """Whether the raw job ``obj`` refers to the raw runtime object ``runtime``."""
+        ...
+
+
+@runtime_checkable
+class WarnsIgnored(Protocol):
+    """Optional plugin capability: fields the job sets that Lattice accepts and ignores (e.g. a
+    PodGroup policy: Lattice's scheduler gangs the pods itself). The reconciler emits one Warning
+    event (reason ``IgnoredField``, message ``<field path> <why>``) per field when the job is
+    first created."""
+
+    def ignored_fields(self, job: Any) -> Sequence[tuple[str, str]]:
+        """``(field path, why)`` per ignored field the parsed ``job`` sets."""
         ...
