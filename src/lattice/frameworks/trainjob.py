@@ -106,6 +106,7 @@ from lattice.frameworks.kubeflow import KubeflowStatus, job_priority
 from lattice.frameworks.manifests import headless_service
 from lattice.frameworks.naming import object_meta
 from lattice.frameworks.policies.mpi import ssh_auth_secret
+from lattice.frameworks.trainjob_failures import current
 from lattice.frameworks.trainjob_plans import LAUNCHER, ReplicatedJobPlan, ResolvedJob
 from lattice.frameworks.trainjob_pods import (
     LABEL_COMPLETION_INDEX,
@@ -336,7 +337,8 @@ class TrainJobPlugin(KubeflowStatus):
     def observed_status(
         self, job: ResolvedJob, *, size: int, pods: Sequence[PodView], suspended: bool
     ) -> Obj:
-        status: Obj = {"jobsStatus": jobs_status(job, pods, size=size, suspended=suspended)}
+        mine = current(job, pods)  # a stale pod of an earlier attempt is no Job of this one
+        status: Obj = {"jobsStatus": jobs_status(job, mine, size=size, suspended=suspended)}
         return status | trainjob_status.restart_counts(job, size=size, pods=pods)
 
     def ignored_fields(self, job: ResolvedJob) -> Sequence[tuple[str, str]]:

@@ -12,8 +12,12 @@ import dataclasses
 import json
 from typing import Any
 
+import pytest
+
+from lattice.controllers.job import ChildSyncError
 from lattice.frameworks.base import OperatorContext
 from lattice.frameworks.trainjob import TrainJobPlugin
+from lattice.kube.errors import ServerError
 from lattice.primitives.times import format_time
 from lattice.scheduler.loop.terminal import terminal_fields
 from tests.unit.controllers.harness import Context, World
@@ -272,12 +276,16 @@ async def test_a_stale_pod_of_an_earlier_attempt_is_recreated_not_judged() -> No
     w = world(runtime(failurePolicy={"maxRestarts": 5}))
     w.apply(trainjob(), size=2)
     await w.reconcile("tj")
-    obj = w.job("tj")  # as if attempt 1 was decided and the old pods are still going
-    obj["status"].update(restarts=1, restartsCountTowardsMax=1)
-    w.put(w.res.plural, obj)
-    w.set_pod("tj-node-0-0", "Failed", exit_code=1)  # attempt 0: stale
+    w.set_pod("tj-node-0-0", "Running")
+    w.set_pod("tj-node-0-1", "Failed", exit_code=1)
+    w.client.fail("delete", ServerError(500, "InternalError", "etcd"), plural="pods", times=2)
+    with pytest.raises(ChildSyncError):
+        await w.reconcile("tj")  # restart 1 is written, but the old pods stay
+    assert w.exec_status("tj")["restarts"] == 1
+    assert attempts(w) == {"tj-node-0-0": "0", "tj-node-0-1": "0"}
     await w.reconcile("tj")
-    assert w.exec_status("tj")["restarts"] == 1, "a stale failure restarts nothing"
+    assert w.exec_status("tj")["restarts"] == 1, "the stale failure restarts nothing more"
+    assert w.exec_status("tj")["jobsStatus"][0]["failed"] == 0, "nor counts as a failed Job"
     assert w.names("pods") == []
     await w.reconcile("tj")
     assert attempts(w) == {"tj-node-0-0": "1", "tj-node-0-1": "1"}
