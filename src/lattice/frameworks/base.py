@@ -29,8 +29,9 @@ Optional capabilities (looked up with ``isinstance``; a plugin without them gets
 - ``messages`` (a :class:`Messages`, ``lattice.frameworks.messages``): the kind's wording of
   conditions and events. The default is TrainingJob's; Kubeflow kinds override what upstream
   words differently.
-- :class:`StagesChildren` (``staged_children``): children that must finish before the sized ones
-  exist (TrainJob initializers), and finished ones kept at every size.
+- :class:`StagesChildren` (``staged_children``): children outside the gang (TrainJob
+  initializers) and the order in which pods may exist (TrainJob ``dependsOn``), finished staged
+  ones kept at every size.
 - :class:`PinsInputs`: the job reads another object (a TrainJob's runtime); what it read when it
   started is pinned in an owned ConfigMap and parsed from there ever after.
 - :class:`RendersStatus`: the kind's status is not Kubeflow's ``JobStatus``; the reconciler keeps

@@ -61,9 +61,10 @@ class StagesChildren(Protocol):
         pods: Sequence[PodView],
         ctx: OperatorContext,
     ) -> Children:
-        """``desired`` (``children(job, size)``) with the staged pods first: at ``size`` > 0 the
-        staged pods, and the sized pods only once every staged pod Succeeded; at 0 the staged pods
-        that already Succeeded (kept, never created). ``pods`` are the observed, undeleted ones."""
+        """``desired`` (``children(job, size)``) with the staged pods (outside the gang, e.g.
+        initializers) added first, and at ``size`` > 0 only the pods whose turn has come in the
+        kind's order (TrainJob: ``dependsOn``), plus those that already exist; at 0 the staged
+        pods that already Succeeded (kept, never created). ``pods`` are the observed ones."""
         ...
 
 

@@ -1,9 +1,11 @@
 """The generic reconciler driving TrainJob (``harness.World``): waiting for a runtime
 (Created=False, an event, no pods, level-triggered start), the runtime pinned in
-``<tj>-runtime`` once the job gets pods, initializer staging (trainer pods only after every
-initializer Succeeded, Succeeded initializers kept at size 0, a failed initializer fails the
-job), Trainer's status (metav1 ``Suspended``/``Complete``/``Failed``, ``jobsStatus``, no
-Kubeflow ``Created``/``Running``), and preemption back to waiting without failing.
+``<tj>-runtime`` once the job gets pods, initializer staging (trainer pods, which dependsOn the
+initializer, only after it Succeeded; Succeeded initializers kept at size 0; a failed initializer
+fails the job), Trainer's status (metav1 ``Suspended``/``Complete``/``Failed``, ``jobsStatus``, no
+Kubeflow ``Created``/``Running``), preemption back to waiting without failing, and the lifecycle
+of issue 23: JobSet failurePolicy restarts (attempts, stale pods, rules, maxRestarts),
+activeDeadlineSeconds from admission, and the IgnoredField warning.
 """
 
 from __future__ import annotations
