@@ -307,8 +307,9 @@ class JobReconciler:
             # runs again from zero once it gets pods back, as Kubeflow resets startTime on resume.
             step.exec.pop("startTime", None)
         # A kind that stores no startTime (TrainJob) counts from the scheduler's admission.
-        admitted = step.sched.get("admittedTime") if size > 0 else None
-        start = parse_opt_time(step.exec.get("startTime") or admitted)
+        started = parse_opt_time(step.exec.get("startTime"))
+        admitted = parse_opt_time(step.sched.get("admittedTime")) if size > 0 else None
+        start = started or admitted
         verdict = judge(
             step,
             progress=progress,
@@ -350,7 +351,7 @@ class JobReconciler:
         keep = frozenset(progress.recreate)
         await self._rounds.apply(step, children, pods=pods, others=others, keep=keep)
         child_refusals(step, words, step.refused)
-        if size > 0 and start is None:
+        if size > 0 and started is None:
             step.exec["startTime"] = format_time(step.now)
         if progress.running and not progress.recreate:
             mark_running(step, words)
