@@ -10,8 +10,9 @@
 3. A trainer pod exiting non-zero fails the TrainJob (``FailedJobs``, naming pod and code).
 4. Kueue-style ``spec.suspend`` then unsuspend: ``Suspended`` True (``Suspended``) with no pods,
    then False (``Resumed``) and the pods are created.
-5. Initializers: the dataset initializer runs alone first (``STORAGE_URI``), the trainer pod only
-   after it Succeeded; a failing initializer fails the TrainJob and no trainer pod is created.
+5. Initializers: the dataset initializer runs alone first (``STORAGE_URI``), the trainer pod,
+   which ``dependsOn`` it (Complete), only after it Succeeded; a failing initializer fails the
+   TrainJob and no trainer pod is created.
 6. Upstream's ``mpi-distributed`` runtime and ``mpi-pi`` (runLauncherAsNode): hostfile, ssh
    Secret, launcher env; the launcher's success completes the job (successPolicy).
 7. Elastic torch (minNodes 1, maxNodes 4, ``PET_NNODES=1:4``, c10d) grows to 4 on 4 GPUs, shrinks
@@ -248,7 +249,9 @@ def test_initializer_runs_first_and_a_failing_one_fails_the_trainjob(
             },
         },
     }
-    rt["spec"]["template"]["spec"]["replicatedJobs"].insert(0, init)
+    jobs = rt["spec"]["template"]["spec"]["replicatedJobs"]
+    jobs[0]["dependsOn"] = [{"name": "dataset-initializer", "status": "Complete"}]
+    jobs.insert(0, init)
     dataset = {"dataset": {"storageUri": "hf://org/data"}}
     init_pod = "good-dataset-initializer-0-0"
     with explained(op):

@@ -150,15 +150,21 @@ def test_dataset_initializer_runs_before_the_trainer_reads_the_data(
                                     "volumeMounts": mount,
                                 },
                             ),
-                            job(
-                                "node",
-                                {
-                                    "name": "node",
-                                    "image": TORCH_IMAGE,
-                                    "command": ["python3", "-c", READ_DATASET],
-                                    "volumeMounts": mount,
-                                },
-                            ),
+                            {
+                                **job(
+                                    "node",
+                                    {
+                                        "name": "node",
+                                        "image": TORCH_IMAGE,
+                                        "command": ["python3", "-c", READ_DATASET],
+                                        "volumeMounts": mount,
+                                    },
+                                ),
+                                # as the official runtimes order their initializers
+                                "dependsOn": [
+                                    {"name": "dataset-initializer", "status": "Complete"}
+                                ],
+                            },
                         ]
                     }
                 },

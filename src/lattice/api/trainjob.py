@@ -319,6 +319,12 @@ class TrainJobStatus(K8sModel):
     """Child Job counts per replicatedJob."""
     trainer_status: TrainerStatus | None = None
     """Progress reported by the trainer (accepted; Lattice does not write it)."""
+    restarts: int | None = Field(None, ge=0)
+    """Times the runtime's JobSet failurePolicy recreated every pod of the job (Lattice: upstream
+    keeps this count on the JobSet's status)."""
+    restarts_count_towards_max: int | None = Field(None, ge=0)
+    """Those restarts that count towards failurePolicy.maxRestarts (Lattice: upstream keeps this
+    count on the JobSet's status)."""
     lattice: SchedulingStatus | None = None
     """Lattice scheduler state of this job."""
 

@@ -39,6 +39,7 @@ from lattice.frameworks.refusals import CHILD_CREATE_REFUSED
 __all__ = [
     "CREATED",
     "FAILED",
+    "IGNORED_FIELD",
     "RESTARTED",
     "SUCCESSFUL",
     "child_refusals",
@@ -50,6 +51,7 @@ __all__ = [
     "mark_wrong",
     "preemption",
     "suspension",
+    "warn_ignored",
 ]
 
 #: What a reconcile counts (``Step.counters``), mapped to metric families by ``lattice
@@ -74,6 +76,18 @@ def mark_not_ready(step: Step, exc: JobNotReady) -> None:
     ]
     if changed:
         step.events.append(("Warning", exc.reason, exc.message))
+
+
+#: Reason of the Warning event for a field accepted and ignored.
+IGNORED_FIELD = "IgnoredField"
+
+
+def warn_ignored(step: Step, fields: Sequence[tuple[str, str]]) -> None:
+    """One ``IgnoredField`` Warning event per ignored field, when the job is first created."""
+    if condition_true(step.exec, "Created"):
+        return
+    for path, why in fields:
+        step.events.append(("Warning", IGNORED_FIELD, f"{path} {why}"))
 
 
 def mark_created(step: Step, words: Messages) -> None:

@@ -59,6 +59,7 @@ from lattice.controllers.conditions import (
     mark_wrong,
     preemption,
     suspension,
+    warn_ignored,
 )
 from lattice.controllers.failure import judge
 from lattice.controllers.finished import Cleanup
@@ -86,6 +87,7 @@ from lattice.frameworks.base import (
     JobPlugin,
     OperatorContext,
     RendersStatus,
+    WarnsIgnored,
     managed_elsewhere,
     messages_of,
 )
@@ -293,6 +295,8 @@ class JobReconciler:
         others = self._owned.others(ref)
         progress = plugin.progress(job, size=size, pods=live, others=others)
         demand = plugin.demand(job, ctx)
+        if isinstance(plugin, WarnsIgnored):
+            warn_ignored(step, plugin.ignored_fields(job))
         mark_created(step, words)
         # Our own record that this job got pods (written with them): a job the scheduler moves
         # to Waiting while it still shows one was started, and so preempted, whether or not its
@@ -302,7 +306,10 @@ class JobReconciler:
             # A job holding no pods (waiting, suspended, preempted) has not started: its deadline
             # runs again from zero once it gets pods back, as Kubeflow resets startTime on resume.
             step.exec.pop("startTime", None)
-        start = parse_opt_time(step.exec.get("startTime"))
+        # A kind that stores no startTime (TrainJob) counts from the scheduler's admission.
+        started = parse_opt_time(step.exec.get("startTime"))
+        admitted = parse_opt_time(step.sched.get("admittedTime")) if size > 0 else None
+        start = started or admitted
         verdict = judge(
             step,
             progress=progress,
@@ -344,7 +351,7 @@ class JobReconciler:
         keep = frozenset(progress.recreate)
         await self._rounds.apply(step, children, pods=pods, others=others, keep=keep)
         child_refusals(step, words, step.refused)
-        if size > 0 and start is None:
+        if size > 0 and started is None:
             step.exec["startTime"] = format_time(step.now)
         if progress.running and not progress.recreate:
             mark_running(step, words)

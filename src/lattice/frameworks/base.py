@@ -29,14 +29,17 @@ Optional capabilities (looked up with ``isinstance``; a plugin without them gets
 - ``messages`` (a :class:`Messages`, ``lattice.frameworks.messages``): the kind's wording of
   conditions and events. The default is TrainingJob's; Kubeflow kinds override what upstream
   words differently.
-- :class:`StagesChildren` (``staged_children``): children that must finish before the sized ones
-  exist (TrainJob initializers), and finished ones kept at every size.
+- :class:`StagesChildren` (``staged_children``): children outside the gang (TrainJob
+  initializers) and the order in which pods may exist (TrainJob ``dependsOn``), finished staged
+  ones kept at every size.
 - :class:`PinsInputs`: the job reads another object (a TrainJob's runtime); what it read when it
   started is pinned in an owned ConfigMap and parsed from there ever after.
 - :class:`RendersStatus`: the kind's status is not Kubeflow's ``JobStatus``; the reconciler keeps
   its Kubeflow working block and the plugin translates it from and to the stored status.
 - :class:`CountsJobs` (``counted_by``): upstream metric families that also count the kind's jobs.
 - :class:`ReadsRuntimes` (``names_runtime``): a runtime event re-enqueues the jobs naming it.
+- :class:`WarnsIgnored` (``ignored_fields``): fields accepted and ignored, told once as Warning
+  events (reason ``IgnoredField``).
 
 The capability protocols live in ``lattice.frameworks.capabilities`` and the wording in
 ``lattice.frameworks.messages``; this module re-exports both, so a plugin imports one place. The ML
@@ -65,6 +68,7 @@ from lattice.frameworks.capabilities import (
     ReadsRuntimes,
     RendersStatus,
     StagesChildren,
+    WarnsIgnored,
 )
 from lattice.frameworks.messages import Messages, messages_of
 from lattice.scheduler.core.model import PodDemand
@@ -92,6 +96,7 @@ __all__ = [
     "ReplicaCounts",
     "RunPolicyView",
     "StagesChildren",
+    "WarnsIgnored",
     "managed_elsewhere",
     "messages_of",
 ]

@@ -21,6 +21,7 @@ __all__ = [
     "ReadsRuntimes",
     "RendersStatus",
     "StagesChildren",
+    "WarnsIgnored",
 ]
 
 Obj = dict[str, Any]
@@ -60,9 +61,10 @@ class StagesChildren(Protocol):
         pods: Sequence[PodView],
         ctx: OperatorContext,
     ) -> Children:
-        """``desired`` (``children(job, size)``) with the staged pods first: at ``size`` > 0 the
-        staged pods, and the sized pods only once every staged pod Succeeded; at 0 the staged pods
-        that already Succeeded (kept, never created). ``pods`` are the observed, undeleted ones."""
+        """``desired`` (``children(job, size)``) with the staged pods (outside the gang, e.g.
+        initializers) added first, and at ``size`` > 0 only the pods whose turn has come in the
+        kind's order (TrainJob: ``dependsOn``), plus those that already exist; at 0 the staged
+        pods that already Succeeded (kept, never created). ``pods`` are the observed ones."""
         ...
 
 
@@ -139,4 +141,16 @@ class ReadsRuntimes(Protocol):
 
     def names_runtime(self, obj: Mapping[str, Any], runtime: Mapping[str, Any]) -> bool:
         """Whether the raw job ``obj`` refers to the raw runtime object ``runtime``."""
+        ...
+
+
+@runtime_checkable
+class WarnsIgnored(Protocol):
+    """Optional plugin capability: fields the job sets that Lattice accepts and ignores (e.g. a
+    PodGroup policy: Lattice's scheduler gangs the pods itself). The reconciler emits one Warning
+    event (reason ``IgnoredField``, message ``<field path> <why>``) per field when the job is
+    first created."""
+
+    def ignored_fields(self, job: Any) -> Sequence[tuple[str, str]]:
+        """``(field path, why)`` per ignored field the parsed ``job`` sets."""
         ...

@@ -42,23 +42,33 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
   ``/etc/mpi`` and the OpenMPI env on the launcher.
 - **JAX, XGBoost, Flux** and torch's envInjection: the ML policy plugins of
   ``lattice.frameworks.trainjob_mlpolicies`` (their pod edits, ConfigMaps and Secrets).
-- **Initializers**: ``initializer_children`` gives their pods (same naming and labels); the
-  reconciler creates the trainer children only once ``initializers_succeeded``. When a pod has
-  the runtime's ``initializer`` volume, an initializer's main container gets it at its output
-  path (``/workspace/dataset`` / ``/workspace/model``) and the trainer's at both, unless a mount
-  already covers the path.
-- **Progress** over the undeleted pods named as desired at ``size``: a Failed pod that was evicted
-  or disruption-targeted is recreated; any other Failed pod (initializer or not) fails the job
-  (``FailedJobs``, naming the pod and exit code). Success follows successPolicy (All/Any of the
-  targeted jobs, a job done when every pod index Succeeded; default All over the non-initializer
-  jobs). ``running``: every desired non-initializer pod is Running or Succeeded.
-  ``jobs_status`` computes ``status.jobsStatus`` as JobSet counts its Jobs.
+- **Initializers**: ``initializer_children`` gives their pods (same naming and labels). When a
+  pod has the runtime's ``initializer`` volume, an initializer's main container gets it at its
+  output path (``/workspace/dataset`` / ``/workspace/model``) and the trainer's at both, unless a
+  mount already covers the path. Their order is the runtime's ``dependsOn`` (below), as upstream:
+  a runtime without dependsOn starts every replicatedJob at once, as JobSet does.
+- **Progress** over the undeleted pods of the current attempt named as desired at ``size``
+  (``trainjob_failures``): a Failed pod that was evicted or disruption-targeted is recreated, and
+  so is a pod of an earlier attempt; a failed Job (a pod Failed otherwise, or container restarts
+  over its ``backoffLimit``) goes to the runtime's JobSet ``failurePolicy``: fail the job
+  (``FailedJobs`` without a policy, ``FailJobSetFailurePolicyAction``, ``ReachedMaxRestarts``)
+  or recreate every pod as the next attempt (``status.restarts``, the pods'
+  ``restart-attempt`` label). Success follows successPolicy (All/Any of the targeted jobs, a
+  job done when every pod index Succeeded; default All over the non-initializer jobs).
+  ``running``: every desired non-initializer pod is Running or Succeeded. ``jobs_status``
+  computes ``status.jobsStatus`` as JobSet counts its Jobs. ``activeDeadlineSeconds`` is the
+  reconciler's deadline (``DeadlineExceeded``, "TrainJob exceeded its active deadline"), counted
+  from the scheduler's admission (``admittedTime``), so it restarts on resume as upstream's does.
+- **Ignored** (``WarnsIgnored``): ``podGroupPolicy.coscheduling``/``volcano``, told once as an
+  ``IgnoredField`` Warning event.
 
 Capabilities used by the generic reconciler (``lattice.frameworks.base``):
 
-- ``StagesChildren``: at size > 0 the initializer pods first, the trainer pods only once every
-  initializer Succeeded; at size 0 (waiting, suspended, preempted) the Succeeded initializer pods
-  are kept, never recreated.
+- ``StagesChildren``: at size > 0 a replicatedJob's pods exist only once every ``dependsOn``
+  entry is reached (JobSet: Ready when its ready, failed and succeeded Jobs make up its
+  replicas, Complete when all succeeded; startupPolicy InOrder: each job Ready before the next);
+  a pod that exists is kept whatever its dependencies do later. At size 0 (waiting, suspended,
+  preempted) the Succeeded initializer pods are kept, never recreated.
 - ``PinsInputs``: the runtime in effect is pinned, when the job first gets pods, in the owned
   ConfigMap ``<tj>-runtime`` (``runtime.json``: the runtime object; ``hash``: ``runtime_hash``;
   also the annotation ``trainer.kubeflow.org/runtime-hash`` on the ConfigMap). From then on the
@@ -98,6 +108,7 @@ from lattice.frameworks.kubeflow import KubeflowStatus, job_priority
 from lattice.frameworks.manifests import headless_service
 from lattice.frameworks.naming import object_meta
 from lattice.frameworks.policies.mpi import ssh_auth_secret
+from lattice.frameworks.trainjob_failures import current
 from lattice.frameworks.trainjob_mlpolicies import policy_objects
 from lattice.frameworks.trainjob_plans import LAUNCHER, ReplicatedJobPlan, ResolvedJob
 from lattice.frameworks.trainjob_pods import (
@@ -109,7 +120,6 @@ from lattice.frameworks.trainjob_pods import (
     build_pods,
     fixed_jobs,
     hostfile,
-    initializers_succeeded,
     owner_of,
     pod_name,
     pod_slots,
@@ -120,6 +130,7 @@ from lattice.frameworks.trainjob_status import (
     REASON_FAILED_JOBS,
     TrainJobMessages,
     jobs_status,
+    released,
 )
 from lattice.scheduler.core.model import PodDemand
 
@@ -135,7 +146,6 @@ __all__ = [
     "TrainJobMessages",
     "TrainJobPlugin",
     "hostfile",
-    "initializers_succeeded",
     "jobs_status",
     "pod_name",
 ]
@@ -196,8 +206,10 @@ class TrainJobPlugin(KubeflowStatus):
         )
 
     def run_policy(self, job: ResolvedJob) -> RunPolicyView:
-        limits = [r.backoff_limit for r in job.replicated_jobs if not r.initializer]
-        return RunPolicyView(clean_pod_policy="Running", backoff_limit=min(limits, default=None))
+        return RunPolicyView(
+            clean_pod_policy="Running",
+            active_deadline_seconds=job.trainjob.spec.active_deadline_seconds,
+        )
 
     # ----------------------------------------------------------------------- children
 
@@ -273,13 +285,19 @@ class TrainJobPlugin(KubeflowStatus):
         ctx: OperatorContext,
     ) -> Children:
         init = self.initializer_children(job, ctx=ctx).pods
+        live = {p.name for p in pods if p.deletion_timestamp is None}
         if size <= 0:
             done = {p.name for p in pods if p.deletion_timestamp is None and p.phase == "Succeeded"}
             kept = tuple(p for p in init if p["metadata"]["name"] in done)
             return dataclasses.replace(desired, pods=(*kept, *desired.pods))
-        if initializers_succeeded(job, pods):
-            return dataclasses.replace(desired, pods=(*init, *desired.pods))
-        return dataclasses.replace(desired, pods=init)
+        free = released(job, pods, size=size)
+        gated = tuple(
+            p
+            for p in (*init, *desired.pods)
+            if p["metadata"]["labels"][LABEL_REPLICATED_JOB] in free
+            or p["metadata"]["name"] in live
+        )
+        return dataclasses.replace(desired, pods=gated)
 
     def pinned_name(self, obj: Mapping[str, Any]) -> str:
         return f"{(obj.get('metadata') or {}).get('name', '')}-runtime"
@@ -329,4 +347,10 @@ class TrainJobPlugin(KubeflowStatus):
     def observed_status(
         self, job: ResolvedJob, *, size: int, pods: Sequence[PodView], suspended: bool
     ) -> Obj:
-        return {"jobsStatus": jobs_status(job, pods, size=size, suspended=suspended)}
+        mine = current(job, pods)  # a stale pod of an earlier attempt is no Job of this one
+        status: Obj = {"jobsStatus": jobs_status(job, mine, size=size, suspended=suspended)}
+        return status | trainjob_status.restart_counts(job, size=size, pods=pods)
+
+    def ignored_fields(self, job: ResolvedJob) -> Sequence[tuple[str, str]]:
+        """``WarnsIgnored``: the runtime fields accepted and ignored (``podGroupPolicy``)."""
+        return job.ignored

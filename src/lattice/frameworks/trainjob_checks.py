@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lattice.api.constants import LABEL_TRAINJOB_ANCESTOR
+from lattice.api.jobset import FailurePolicy
 from lattice.api.runtime import TrainingRuntimeSpec
 from lattice.api.trainjob import TrainJob
 from lattice.frameworks.base import OperatorContext, Problem
@@ -28,13 +29,22 @@ from lattice.frameworks.trainjob_plans import (
     LAUNCHER,
     NODE,
     RESERVED_TORCH_ENV,
+    FailurePolicyPlan,
+    FailureRule,
     MPIPlan,
     ReplicatedJobPlan,
     RuntimeNotReady,
     TorchPlan,
 )
 
-__all__ = ["cross_problems", "not_ready", "runtime_problems", "steps"]
+__all__ = [
+    "cross_problems",
+    "failure_policy",
+    "ignored_fields",
+    "not_ready",
+    "runtime_problems",
+    "steps",
+]
 
 Obj = dict[str, Any]
 
@@ -213,3 +223,38 @@ def cross_problems(
             why = f"pod hostname {host!r} is not a DNS label of at most 63 characters"
             problems.append(Problem("metadata.name", why))
     return problems
+
+
+def failure_policy(policy: FailurePolicy | None) -> FailurePolicyPlan | None:
+    """The JobSet ``failurePolicy`` as a plan (None without one)."""
+    if policy is None:
+        return None
+    rules = tuple(
+        FailureRule(
+            name=r.name,
+            action=r.action.value,
+            reasons=tuple(r.on_job_failure_reasons or ()),
+            patterns=tuple(r.on_job_failure_message_patterns or ()),
+            targets=tuple(r.target_replicated_jobs or ()),
+        )
+        for r in policy.rules or ()
+    )
+    return FailurePolicyPlan(
+        max_restarts=policy.max_restarts or 0,
+        restart_strategy=policy.restart_strategy.value,
+        rules=rules,
+    )
+
+
+def ignored_fields(spec: TrainingRuntimeSpec) -> tuple[tuple[str, str], ...]:
+    """Runtime fields accepted and ignored, with why: a PodGroup policy (Lattice gangs pods)."""
+    group = spec.pod_group_policy
+    why = (
+        "is ignored: the Lattice scheduler admits all of a job's pods or none, so no PodGroup "
+        "is created"
+    )
+    ignored: list[tuple[str, str]] = []
+    for name in ("coscheduling", "volcano"):
+        if group is not None and getattr(group, name) is not None:
+            ignored.append((f"spec.podGroupPolicy.{name}", why))
+    return tuple(ignored)

@@ -32,6 +32,8 @@ __all__ = [
     "NODE",
     "RESERVED_TORCH_ENV",
     "STORAGE_URI",
+    "FailurePolicyPlan",
+    "FailureRule",
     "MPIPlan",
     "ReplicatedJobPlan",
     "ResolvedJob",
@@ -89,6 +91,26 @@ class MPIPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FailureRule:
+    """One JobSet ``failurePolicy.rules[]`` entry (empty tuples match anything)."""
+
+    name: str
+    action: str
+    reasons: tuple[str, ...] = ()
+    patterns: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailurePolicyPlan:
+    """The runtime's JobSet ``failurePolicy``."""
+
+    max_restarts: int = 0
+    restart_strategy: str = "Recreate"
+    rules: tuple[FailureRule, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicatedJobPlan:
     """One replicatedJob after the merge: ``template`` is the pod template (overrides applied)."""
 
@@ -100,6 +122,9 @@ class ReplicatedJobPlan:
     annotations: Mapping[str, str]
     template: Mapping[str, Any]
     backoff_limit: int
+    #: ``(replicatedJob, Ready | Complete)`` that must be reached before this job's pods exist
+    #: (``dependsOn``; startupPolicy InOrder makes each job depend on the one before it, Ready).
+    depends_on: tuple[tuple[str, str], ...] = ()
 
     @property
     def initializer(self) -> bool:
@@ -136,6 +161,10 @@ class ResolvedJob:
     #: The runtime's ``mlPolicy`` and the resources per node the policies count (GPUs, CPUs).
     ml_policy: MLPolicy | None = None
     node_resources: Mapping[str, Any] = field(default_factory=dict)
+    #: The runtime's JobSet failurePolicy (None: a failed Job fails the TrainJob).
+    failure_policy: FailurePolicyPlan | None = None
+    #: Fields accepted and ignored here: ``(field path, why)``, reported as Warning events.
+    ignored: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:

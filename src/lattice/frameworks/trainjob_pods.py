@@ -6,9 +6,10 @@ Contract (pure; see ``lattice.frameworks.trainjob`` for the rules in full):
 - ``pod_slots(job, size, initializers=)``: every desired pod (``Slot``) at ``size``, the scaled
   replicatedJob taking what the fixed ones leave (``pod_counts``); ``full_size`` is the largest.
 - ``build_pods``: the pod manifests of slots: the runtime's template with the operator's
-  placement, ``JOB_COMPLETION_INDEX``, the JobSet, batch and Kubeflow labels and annotations, the
-  initializer volume mounted where an initializer writes, and the ML policies
-  (``trainjob_mlpolicies.apply_policies``: torch, MPI, JAX, XGBoost).
+  placement, ``JOB_COMPLETION_INDEX``, the JobSet (``restart-attempt``: ``status.restarts``),
+  batch and Kubeflow labels and annotations, the initializer volume mounted where an
+  initializer writes, and the ML policies (``trainjob_mlpolicies.apply_policies``: torch, MPI,
+  JAX, XGBoost).
 - ``hostfile``: the MPI hostfile (OpenMPI format) over the node pods, the launcher first with
   runLauncherAsNode.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ from lattice.api.constants import (
     LABEL_REPLICA_TYPE,
     TRAINJOB,
 )
-from lattice.frameworks.base import MANAGED_LABEL, OperatorContext, PodView
+from lattice.frameworks.base import MANAGED_LABEL, OperatorContext
 from lattice.frameworks.manifests import pod_manifest
 from lattice.frameworks.naming import job_owner
 from lattice.frameworks.podspec import with_placement
@@ -57,6 +58,7 @@ __all__ = [
     "LABEL_COMPLETION_INDEX",
     "LABEL_JOBSET_NAME",
     "LABEL_REPLICATED_JOB",
+    "LABEL_RESTART_ATTEMPT",
     "MASTER_PORT",
     "OPERATOR_NAME",
     "Slot",
@@ -64,7 +66,6 @@ __all__ = [
     "fixed_jobs",
     "full_size",
     "hostfile",
-    "initializers_succeeded",
     "owner_of",
     "pod_counts",
     "pod_name",
@@ -77,6 +78,7 @@ Obj = dict[str, Any]
 OPERATOR_NAME = "trainjob-controller"
 LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+LABEL_RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 _JOBSET = "jobset.sigs.k8s.io/"
 
 
@@ -136,12 +138,6 @@ def hostfile(job: ResolvedJob, *, size: int | None = None) -> str:
     return mpi.hostfile(names, slots=job.mpi.slots, implementation=job.mpi.implementation)
 
 
-def initializers_succeeded(job: ResolvedJob, pods: Sequence[PodView]) -> bool:
-    """Whether every initializer pod exists, undeleted, and Succeeded (True without any)."""
-    done = {p.name for p in pods if p.deletion_timestamp is None and p.phase == "Succeeded"}
-    return all(s.name in done for s in pod_slots(job, 0, initializers=True))
-
-
 def owner_of(job: ResolvedJob) -> Obj:
     return job_owner(TRAINJOB, job.trainjob.metadata)
 
@@ -155,6 +151,8 @@ def build_pods(
     for r in job.replicated_jobs:
         offsets[r.name], seen = seen, seen + r.replicas
     pods: list[Obj] = []
+    status = job.trainjob.status
+    attempt = str((status.restarts if status else None) or 0)
     for slot in slots:
         r = slot.rjob
         if r.name not in specs:
@@ -164,7 +162,7 @@ def build_pods(
         jobset = {
             f"{_JOBSET}jobset-name": job.name,
             f"{_JOBSET}replicatedjob-name": r.name,
-            f"{_JOBSET}restart-attempt": "0",
+            LABEL_RESTART_ATTEMPT: attempt,
             f"{_JOBSET}replicatedjob-replicas": str(r.replicas),
             f"{_JOBSET}global-replicas": str(total),
             f"{_JOBSET}job-index": str(slot.job),

@@ -7,7 +7,7 @@ Contract (facts from Kubeflow Trainer v2.0.0 and JobSet v0.8; the plugin is ``tr
   snapshot). Either returns a :class:`ResolvedJob` or raises:
   :class:`~lattice.frameworks.base.InvalidJob` when the TrainJob can never run as written
   (schema, ``runtimeRef.apiGroup``, the priority annotation, reserved ``PET_*`` env, numProcPerNode,
-  podSpecOverrides naming what the runtime lacks, initializers the runtime lacks, pod hostnames
+  overrides or patches naming what the runtime lacks, initializers the runtime lacks, pod hostnames
   over 63 characters); or :class:`RuntimeNotReady` (``reason``, ``message``) when the runtime is
   missing (``<Kind>NotFound``), exists only as the other kind (``RuntimeKindMismatch``), or is
   invalid (``InvalidMLPolicy`` / ``InvalidRuntime``). That outcome is *waiting*, never failure:
@@ -22,17 +22,23 @@ Contract (facts from Kubeflow Trainer v2.0.0 and JobSet v0.8; the plugin is ``tr
   ``max(numNodes-1, 1)`` with runLauncherAsNode, else numNodes. Other jobs: their parallelism.
 - **Merge.** podSpecOverrides first (serviceAccountName replaced, nodeSelector merged, tolerations
   replaced, volumes/containers/initContainers/schedulingGates merged by name, container env by
-  name, volumeMounts by mountPath); then image, command and args on the trainer job's trainer
-  container (named ``node``, else ``trainer``, else the first), and resourcesPerNode (replacing
-  ``resources``) and ``trainer.env`` (by name) there and, for MPI, on the ``node`` and launcher
-  jobs; initializer ``storageUri`` (``STORAGE_URI``), env and ``secretRef`` (envFrom) on the
-  initializer's container. ``restartPolicy`` defaults to OnFailure (JobSet's default).
+  name, volumeMounts by mountPath); then the v2.1 podTemplateOverrides and the v2.2+
+  runtimePatches, in list order, as strategic merge patches (``trainjob_patch``; a runtime
+  patch's template metadata joins the JobSet-level labels and annotations); then image, command
+  and args on the trainer job's trainer container (named ``node``, else ``trainer``, else the
+  first), and resourcesPerNode (merged per resource name into ``limits`` and ``requests``, the
+  TrainJob's value winning, as v2.3) and ``trainer.env`` (by name) there and, for MPI, on the
+  ``node`` and launcher jobs; initializer ``storageUri`` (``STORAGE_URI``), env and
+  ``secretRef`` (envFrom) on the initializer's container. ``restartPolicy`` defaults to
+  OnFailure (JobSet's default).
 - **ML policies.** The resources per node the policies count are ``trainer.resourcesPerNode``,
   else the runtime's ``node`` container's (``policies.resources``). torch's numProcPerNode is the
   TrainJob's, else the runtime's (``auto``), resolved by ``policies.torch.nproc_per_node``; MPI's
   slots by ``policies.mpi.slots`` (the GPU count for the default 1) and ``mpiImplementation: ""``
   is OpenMPI. The policy plugins' own checks (``trainjob_mlpolicies``) join the TrainJob's and
   the runtime's problems.
+- **Lifecycle plans**: each replicatedJob's ``dependsOn`` (startupPolicy InOrder: each on the
+  one before it, Ready), the JobSet ``failurePolicy``, and the ignored ``podGroupPolicy``.
 - ``runtime_hash`` fingerprints a runtime (kind, name, spec) as 16 hex digits, stable across key
   order, for recording the runtime in effect.
 """
@@ -40,6 +46,7 @@ Contract (facts from Kubeflow Trainer v2.0.0 and JobSet v0.8; the plugin is ``tr
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -61,6 +68,8 @@ from lattice.frameworks.policies import torch as torch_policy
 from lattice.frameworks.policies.resources import gpus_per_node, node_resources
 from lattice.frameworks.trainjob_checks import (
     cross_problems,
+    failure_policy,
+    ignored_fields,
     not_ready,
     runtime_problems,
     steps,
@@ -69,6 +78,13 @@ from lattice.frameworks.trainjob_mlpolicies import (
     runtime_node_resources,
     runtime_policy_problems,
     trainjob_problems,
+)
+from lattice.frameworks.trainjob_patch import (
+    patch_problems,
+    patched_jobset_meta,
+    pod_template_patches,
+    runtime_patches,
+    strategic_merge,
 )
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_DATASET,
@@ -237,11 +253,22 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         _plan(tj, rjob=rjob, step=ancestors.get(rjob.name), trainer=trainer, targets=targets)
         for rjob in spec.template.spec.replicated_jobs
     )
-    problems = cross_problems(tj, plans=plans, torch=torch, mpi=mpi, scaled=scaled, max_nodes=hi)
+    if (order := spec.template.spec.startup_policy) and order.startup_policy_order == "InOrder":
+        plans = tuple(
+            dataclasses.replace(p, depends_on=((plans[i - 1].name, "Ready"),) if i else ())
+            for i, p in enumerate(plans)
+        )
+    problems = patch_problems(tj, names)
+    problems += cross_problems(tj, plans=plans, torch=torch, mpi=mpi, scaled=scaled, max_nodes=hi)
     problems += trainjob_problems(tj, ml=ml)
     if problems:
         raise InvalidJob(problems)
     meta = spec.template.metadata
+    labels, annotations = patched_jobset_meta(
+        tj,
+        {**((meta.labels if meta else None) or {}), **(tj.spec.labels or {})},
+        {**((meta.annotations if meta else None) or {}), **(tj.spec.annotations or {})},
+    )
     policy = spec.template.spec.success_policy
     network = spec.template.spec.network
     return ResolvedJob(
@@ -256,8 +283,8 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         max_nodes=hi if scaled else 0,
         torch=torch,
         mpi=mpi,
-        labels={**((meta.labels if meta else None) or {}), **(tj.spec.labels or {})},
-        annotations={**((meta.annotations if meta else None) or {}), **(tj.spec.annotations or {})},
+        labels=labels,
+        annotations=annotations,
         success_operator=policy.operator.value if policy else "All",
         success_targets=tuple(
             (policy.target_replicated_jobs if policy else None)
@@ -270,6 +297,8 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         ),
         ml_policy=ml,
         node_resources=resources,
+        failure_policy=failure_policy(spec.template.spec.failure_policy),
+        ignored=ignored_fields(spec),
     )
 
 
@@ -288,6 +317,13 @@ def _plan(
     for override in tj.spec.pod_spec_overrides or ():
         if any(t.name == name for t in override.target_jobs):
             spec = _override(spec, override)
+    pod["spec"] = spec
+    for patch in pod_template_patches(tj, name):
+        pod = strategic_merge(pod, patch)
+    for job_patch in runtime_patches(tj, name):
+        job_meta = strategic_merge(job_meta, job_patch.get("metadata") or {})
+        pod = strategic_merge(pod, (job_patch.get("spec") or {}).get("template") or {})
+    spec = dict(pod.get("spec") or {})
     containers: list[Obj] = [dict(c) for c in spec.get("containers") or ()]
     trainer_spec = tj.spec.trainer
     at = main_container(containers, step)
@@ -299,11 +335,7 @@ def _plan(
                     main[field] = copy.deepcopy(getattr(trainer_spec, field))
         resources = trainer_spec.resources_per_node or {}
         if resources.get("limits") is not None or resources.get("requests") is not None:
-            main["resources"] = {
-                k: dict(resources[k])
-                for k in ("limits", "requests")
-                if resources.get(k) is not None
-            }
+            main["resources"] = merged_resources(main.get("resources") or {}, resources)
         main["env"] = upsert(main.get("env"), trainer_spec.env or (), key="name")
     init = tj.spec.initializer
     sources = {ANCESTOR_DATASET: init.dataset, ANCESTOR_MODEL: init.model} if init else {}
@@ -328,7 +360,19 @@ def _plan(
         annotations=dict(job_meta.get("annotations") or {}),
         template=pod,
         backoff_limit=int(job_spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)),
+        depends_on=tuple((d.name, d.status.value) for d in rjob.depends_on or ()),
     )
+
+
+def merged_resources(base: Mapping[str, Any], override: Mapping[str, Any]) -> Obj:
+    """``resourcesPerNode`` merged over the container's resources, as Trainer v2.3 does: per
+    resource name within ``limits`` and ``requests``, the TrainJob's value wins and every other
+    runtime entry is kept."""
+    merged = strategic_merge(
+        {k: base[k] for k in ("limits", "requests", "claims") if base.get(k) is not None},
+        {k: override[k] for k in ("limits", "requests", "claims") if override.get(k) is not None},
+    )
+    return merged
 
 
 def _override(spec: Mapping[str, Any], override: PodSpecOverride) -> Obj:

@@ -2,15 +2,17 @@
 stored status shape translated from and to the reconciler's Kubeflow working block.
 
 Contract (pure; see ``lattice.frameworks.trainjob`` for the rules in full):
-- ``progress``: a disrupted Failed pod is recreated; any other Failed pod fails the job
-  (``FailedJobs``); success follows successPolicy; running when every desired non-initializer
-  pod is Running or Succeeded.
+- ``progress``: a disrupted Failed pod, or one of an earlier attempt, is recreated; a failed
+  Job fails or restarts the job per the runtime's failurePolicy (``trainjob_failures``;
+  ``restart_counts`` gives the counts to store); success follows successPolicy; running when
+  every desired non-initializer pod is Running or Succeeded.
+- ``released``: the replicatedJobs whose ``dependsOn`` are reached (JobSet's rule).
 - ``jobs_status``: ``status.jobsStatus`` as JobSet counts its Jobs.
 - ``read_status`` / ``render_status``: Trainer's metav1 conditions (``Complete``,
   ``Suspended`` with reasons ``Suspended``/``Resumed``/``Preempted``, ``Failed``, and a
   ``Created=False`` while the runtime is not ready) from and to the working block; Kubeflow's
   ``Created``/``Running``/``Restarting`` are never stored, the working ones are derived from
-  ``jobsStatus``.
+  ``jobsStatus``; ``restarts``/``restartsCountTowardsMax`` are carried through.
 - ``TrainJobMessages``: Trainer's and JobSet's wording.
 """
 
@@ -27,8 +29,10 @@ from lattice.frameworks.base import PodView, Progress, ReplicaCounts
 from lattice.frameworks.failures import exit_code, is_disrupted
 from lattice.frameworks.manifests import template_containers
 from lattice.frameworks.messages import Messages
+from lattice.frameworks.trainjob_failures import FailedJob, Outcome, current, outcome, stale
+from lattice.frameworks.trainjob_failures import restart_counts as restart_totals
 from lattice.frameworks.trainjob_plans import ReplicatedJobPlan, ResolvedJob, main_container
-from lattice.frameworks.trainjob_pods import Slot, full_size, pod_counts, pod_name, pod_slots
+from lattice.frameworks.trainjob_pods import full_size, pod_counts, pod_name, pod_slots
 
 __all__ = [
     "REASON_COMPLETED",
@@ -37,14 +41,15 @@ __all__ = [
     "jobs_status",
     "progress",
     "read_status",
+    "released",
     "render_status",
+    "restart_counts",
 ]
 
 Obj = dict[str, Any]
 
 #: JobSet's reason (and message prefix) for a failed Job, which upstream copies to the TrainJob.
 REASON_FAILED_JOBS = "FailedJobs"
-_FAILED_MESSAGE = "jobset failed due to one or more job failures"
 #: JobSet's reason for a completed JobSet, which upstream copies to the TrainJob's Complete.
 REASON_COMPLETED = "AllJobsCompleted"
 
@@ -64,7 +69,13 @@ class TrainJobMessages(Messages):
         del ns, name
         return "TrainJob is resumed"
 
+    def deadline_exceeded(self, ns: str, name: str) -> tuple[str, str]:
+        del ns, name
+        return "DeadlineExceeded", "TrainJob exceeded its active deadline"
 
+
+#: JobSet's restart counts, stored on the TrainJob's status.
+_RESTART_KEYS = ("restarts", "restartsCountTowardsMax")
 #: Working (Kubeflow) Suspended reasons and the stored (Trainer) ones.
 _SUSPENDED_REASONS = {"TrainJobSuspended": "Suspended", "TrainJobResumed": "Resumed"}
 
@@ -75,11 +86,11 @@ def progress(
     size: int,
     pods: Sequence[PodView],
 ) -> Progress:
-    """The status rules over the undeleted pods named as desired at ``size``."""
+    """The status rules over the current attempt's undeleted pods named as desired at ``size``."""
     if size <= 0:
         return Progress()
     slots = {s.name: s for init in (True, False) for s in pod_slots(job, size, initializers=init)}
-    mine = {p.name: p for p in pods if p.deletion_timestamp is None and p.name in slots}
+    mine = {p.name: p for p in current(job, pods) if p.name in slots}
     replicas: dict[str, ReplicaCounts] = {}
     for r in job.replicated_jobs:
         of = [p for p in mine.values() if slots[p.name].rjob is r]
@@ -88,16 +99,16 @@ def progress(
             succeeded=sum(1 for p in of if p.phase == "Succeeded"),
             failed=sum(1 for p in of if p.phase == "Failed"),
         )
-    recreate: list[str] = []
-    for name, slot in slots.items():
-        pod = mine.get(name)
-        if pod is None or pod.phase != "Failed":
-            continue
-        if is_disrupted(pod):
-            recreate.append(name)
-            continue
-        message = f"{_FAILED_MESSAGE}: {failure_message(slot, pod)}"
-        return Progress(replicas=replicas, failed=message, failed_reason=REASON_FAILED_JOBS)
+    result = outcome(job, slots, mine)
+    if result.failed is not None and result.failed_job is not None:
+        reason, message = result.failed
+        detail = failure_message(result.failed_job)
+        return Progress(replicas=replicas, failed=f"{message}: {detail}", failed_reason=reason)
+    if result.restart:
+        every = tuple(p.name for p in pods if p.deletion_timestamp is None)
+        return Progress(replicas=replicas, restarting=True, recreate=every)
+    old = [p.name for p in pods if p.deletion_timestamp is None and stale(job, p)]
+    recreate = [*old, *(n for n, p in mine.items() if p.phase == "Failed" and is_disrupted(p))]
     if succeeded(job, size, mine):
         return Progress(replicas=replicas, succeeded=True)
     running = all(
@@ -113,12 +124,38 @@ def progress(
     )
 
 
-def failure_message(slot: Slot, pod: PodView) -> str:
+def released(job: ResolvedJob, pods: Sequence[PodView], *, size: int) -> set[str]:
+    """The replicatedJobs whose pods may exist: every ``dependsOn`` entry reached (JobSet:
+    Ready when its failed, ready and succeeded Jobs make up its replicas, Complete when every
+    Job succeeded), over the current attempt's pods."""
+    counts = {e["name"]: e for e in jobs_status(job, current(job, pods), size=size)}
+    by_name = {r.name: r for r in job.replicated_jobs}
+
+    def reached(name: str, status: str) -> bool:
+        entry, r = counts.get(name), by_name.get(name)
+        if entry is None or r is None:
+            return False
+        done = entry["succeeded"]
+        if status == "Ready":
+            done += entry["ready"] + entry["failed"]
+        return bool(done == r.replicas)
+
+    return {r.name for r in job.replicated_jobs if all(reached(n, st) for n, st in r.depends_on)}
+
+
+def failure_message(failed: FailedJob) -> str:
+    """Which pod failed its Job, and how (its exit code, its reason, or its restarts)."""
+    slot, pod = failed.slot, failed.pod
+    role = slot.rjob.step if slot.rjob.step else "replicatedJob"
+    what = f"{role} pod {pod.name} (replicatedJob {slot.rjob.name})"
+    if failed.restarts is not None:
+        limit = slot.rjob.backoff_limit
+        return (
+            f"{what}: its containers restarted {failed.restarts} times, over backoffLimit {limit}"
+        )
     containers = template_containers(slot.rjob.template)
     at = main_container(containers, slot.rjob.step)
     code = exit_code(pod, str(containers[at].get("name")) if at is not None else "")
-    role = slot.rjob.step if slot.rjob.step else "replicatedJob"
-    what = f"{role} pod {pod.name} (replicatedJob {slot.rjob.name})"
     if code:
         return f"{what} exited with code {code}"
     return f"{what} failed" + (f": {pod.reason}" if pod.reason else "")
@@ -200,11 +237,12 @@ def read_status(stored: Mapping[str, Any]) -> Obj:
         entry.update(message=raw.get("message"), lastUpdateTime=when, lastTransitionTime=when)
         conditions.append({k: v for k, v in entry.items() if v is not None})
     jobs = [j for j in stored.get("jobsStatus") or () if isinstance(j, Mapping)]
+    counts = {k: stored[k] for k in _RESTART_KEYS if isinstance(stored.get(k), int)}
     if jobs and not any(c.get("type") == "Created" for c in conditions):
         conditions.append({"type": "Created", "status": "True", "reason": "TrainJobCreated"})
     if any(int(j.get("active") or 0) + int(j.get("ready") or 0) > 0 for j in jobs):
         conditions.append({"type": "Running", "status": "True", "reason": "TrainJobRunning"})
-    return {"conditions": conditions, "jobsStatus": [dict(j) for j in jobs]}
+    return {"conditions": conditions, "jobsStatus": [dict(j) for j in jobs], **counts}
 
 
 def render_status(
@@ -244,4 +282,14 @@ def render_status(
     jobs = block.get("jobsStatus")
     if jobs:
         out["jobsStatus"] = [dict(j) for j in jobs]
+    out.update({k: block[k] for k in _RESTART_KEYS if isinstance(block.get(k), int)})
     return out
+
+
+def restart_counts(job: ResolvedJob, *, size: int, pods: Sequence[PodView]) -> dict[str, int]:
+    """``restarts`` / ``restartsCountTowardsMax`` to store: one more when ``progress`` restarts."""
+    if size <= 0:
+        return restart_totals(job, Outcome())
+    slots = {s.name: s for init in (True, False) for s in pod_slots(job, size, initializers=init)}
+    mine = {p.name: p for p in current(job, pods) if p.name in slots}
+    return restart_totals(job, outcome(job, slots, mine))

@@ -13,7 +13,8 @@ Contract:
   fields we drop) give equal projections, which the informer uses to skip no-op updates.
 - ``PodInfo`` is for our own pods. Labels: only keys under ``KEPT_LABEL_PREFIXES`` are kept
   (``training.kubeflow.org/`` and ``trainer.kubeflow.org/``: job-name, replica-type,
-  replica-index, job-role, operator-name), as a flat, key-sorted tuple ``(k1, v1, k2, v2, ...)``
+  replica-index, job-role, operator-name; and a TrainJob pod's JobSet ``restart-attempt``), as a
+  flat, key-sorted tuple ``(k1, v1, k2, v2, ...)``
   read through ``label()``/``labels``; ``pod_info_keeping(prefixes)`` keeps other prefixes.
 - ``ForeignPodUsage`` is for every other pod bound to a node: just the node and the requests the
   scheduler must subtract from that node's capacity. Unbound and terminal pods give None. Watch
@@ -88,7 +89,11 @@ __all__ = [
 
 Obj = dict[str, Any]
 
-KEPT_LABEL_PREFIXES: tuple[str, ...] = ("training.kubeflow.org/", "trainer.kubeflow.org/")
+KEPT_LABEL_PREFIXES: tuple[str, ...] = (
+    "training.kubeflow.org/",
+    "trainer.kubeflow.org/",
+    "jobset.sigs.k8s.io/restart-attempt",
+)
 FOREIGN_POD_FIELD_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 OWNER_INDEX = "owner"
 NODE_INDEX = "node"

@@ -16,6 +16,7 @@ from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube import Conflict, Invalid, TooManyRequests
+from lattice.primitives.times import format_time
 from lattice.scheduler.loop.terminal import terminal_fields
 from tests.unit.controllers.harness import NS, World, merge
 
@@ -254,6 +255,23 @@ async def test_a_reconcile_works_from_its_own_last_write_until_the_watch_deliver
 
 
 # --- deadline, preemption, suspension ----------------------------------------------------------
+
+
+async def test_start_time_is_written_when_the_scheduler_shows_its_admission() -> None:
+    """``admittedTime`` is only the start of a kind that stores none (TrainJob): a kind with
+    ``startTime`` still gets it written, and its deadline counts from admission at once."""
+    w = World(MXJobPlugin())
+    w.apply(mxjob(activeDeadlineSeconds=10), size=3)
+    obj = w.job("mx")
+    block = obj
+    for key in w.plugin.scheduling_path:
+        block = block[key]
+    block["admittedTime"] = format_time(w.clock.now())
+    w.put(w.res.plural, obj)
+    await w.clock.advance(2)
+    result = await w.reconcile("mx")
+    assert w.exec_status("mx")["startTime"] == format_time(w.clock.now())
+    assert result.requeue_after == pytest.approx(8)
 
 
 async def test_deadline_fails_with_upstream_message_and_preempted_time_does_not_count() -> None:

@@ -28,7 +28,6 @@ from lattice.frameworks.policies.torch import nproc_per_node
 from lattice.frameworks.trainjob import (
     TrainJobPlugin,
     hostfile,
-    initializers_succeeded,
     jobs_status,
     pod_name,
 )
@@ -611,9 +610,14 @@ def test_torch_gang_demand(trainer: Obj, unit: str, size: int, units: int) -> No
 def test_suspend_and_run_policy() -> None:
     job = parse(tj(suspend=True))
     assert PLUGIN.demand(job, NODE).suspended is True
-    assert PLUGIN.run_policy(job) == RunPolicyView(clean_pod_policy="Running", backoff_limit=6)
+    # backoffLimit is each Job's own (``trainjob_failures``), never the reconciler's.
+    assert PLUGIN.run_policy(job) == RunPolicyView(clean_pod_policy="Running")
     rt = runtime(jobs=[rjob("node", "trainer", backoffLimit=2)])
-    assert PLUGIN.run_policy(parse(tj("rt"), ctx(rt))).backoff_limit == 2
+    job = parse(tj("rt", activeDeadlineSeconds=30), ctx(rt))
+    assert job.rjob("node").backoff_limit == 2
+    assert PLUGIN.run_policy(job) == RunPolicyView(
+        clean_pod_policy="Running", active_deadline_seconds=30
+    )
 
 
 # ------------------------------------------------------------------ waiting for the runtime
@@ -784,15 +788,23 @@ INIT_RT = runtime(
                 "volumes": [{"name": "initializer", "persistentVolumeClaim": {"claimName": "pvc"}}]
             },
         ),
-        rjob(
-            "node",
-            "trainer",
-            {"name": "node", "image": "train:1"},
-            {"name": "sidecar", "image": "s:1"},
-            pod={
-                "volumes": [{"name": "initializer", "persistentVolumeClaim": {"claimName": "pvc"}}]
-            },
-        ),
+        {
+            **rjob(
+                "node",
+                "trainer",
+                {"name": "node", "image": "train:1"},
+                {"name": "sidecar", "image": "s:1"},
+                pod={
+                    "volumes": [
+                        {"name": "initializer", "persistentVolumeClaim": {"claimName": "pvc"}}
+                    ]
+                },
+            ),
+            "dependsOn": [
+                {"name": "dataset-initializer", "status": "Complete"},
+                {"name": "model-initializer", "status": "Complete"},
+            ],
+        },
     ],
 )
 LONG = "t" * 55
@@ -1421,15 +1433,73 @@ def test_progress_counts_replicas_per_replicated_job() -> None:
     }
 
 
-def test_initializers_succeeded_gates_the_trainer() -> None:
+def released_names(job: ResolvedJob, *pods: PodView) -> list[str]:
+    size = PLUGIN.demand(job, NODE).max_size
+    desired = PLUGIN.children(job, size=size, ctx=NODE)
+    staged = PLUGIN.staged_children(job, desired, size=size, pods=list(pods), ctx=NODE)
+    return [p["metadata"]["name"] for p in staged.pods]
+
+
+def test_depends_on_complete_gates_the_trainer_on_every_initializer() -> None:
     job = parse(tj("init"), ctx(INIT_RT))
-    assert not initializers_succeeded(job, [pod("tj-dataset-initializer-0-0", "Succeeded")])
-    both = [
-        pod("tj-dataset-initializer-0-0", "Succeeded"),
-        pod("tj-model-initializer-0-0", "Succeeded"),
+    inits = ["tj-dataset-initializer-0-0", "tj-model-initializer-0-0"]
+    assert released_names(job) == inits
+    one = pod("tj-dataset-initializer-0-0", "Succeeded")
+    assert released_names(job, one, pod("tj-model-initializer-0-0")) == inits
+    both = [one, pod("tj-model-initializer-0-0", "Succeeded")]
+    assert released_names(job, *both) == [*inits, "tj-node-0-0"]
+
+
+def test_without_depends_on_every_job_starts_at_once_as_jobset_does() -> None:
+    rt = copy.deepcopy(INIT_RT)
+    del rt["spec"]["template"]["spec"]["replicatedJobs"][2]["dependsOn"]
+    job = parse(tj("init"), ctx(rt))
+    assert released_names(job) == [
+        "tj-dataset-initializer-0-0",
+        "tj-model-initializer-0-0",
+        "tj-node-0-0",
     ]
-    assert initializers_succeeded(job, both)
-    assert initializers_succeeded(parse(tj()), [])
+
+
+def test_depends_on_ready_counts_ready_failed_and_succeeded_jobs() -> None:
+    rt = runtime(
+        "ready",
+        jobs=[
+            rjob("node", "trainer"),
+            {**rjob("sidecar-job"), "dependsOn": [{"name": "node", "status": "Ready"}]},
+        ],
+    )
+    job = parse(tj("ready", trainer={"numNodes": 2}), ctx(rt))
+    nodes = ["tj-node-0-0", "tj-node-0-1"]
+    assert released_names(job) == nodes
+    half = [pod("tj-node-0-0"), pod("tj-node-0-1", ready=False)]
+    assert released_names(job, *half) == nodes
+    ready = [pod("tj-node-0-0"), pod("tj-node-0-1", "Succeeded")]
+    assert released_names(job, *ready) == [*nodes, "tj-sidecar-job-0-0"]
+
+
+def test_a_started_dependant_is_kept_when_its_dependency_regresses() -> None:
+    job = parse(tj("init"), ctx(INIT_RT))
+    running = [pod("tj-dataset-initializer-0-0", "Succeeded"), pod("tj-node-0-0")]
+    assert "tj-node-0-0" in released_names(job, *running)
+
+
+def test_startup_policy_in_order_starts_each_job_once_the_one_before_is_ready() -> None:
+    rt = runtime(
+        "ordered",
+        jobs=[rjob("launcher-ish"), rjob("node", "trainer"), rjob("tail")],
+        startupPolicy={"startupPolicyOrder": "InOrder"},
+    )
+    job = parse(tj("ordered"), ctx(rt))
+    assert released_names(job) == ["tj-launcher-ish-0-0"]
+    assert released_names(job, pod("tj-launcher-ish-0-0", ready=False)) == ["tj-launcher-ish-0-0"]
+    first = pod("tj-launcher-ish-0-0")
+    assert released_names(job, first) == ["tj-launcher-ish-0-0", "tj-node-0-0"]
+    assert released_names(job, first, pod("tj-node-0-0")) == [
+        "tj-launcher-ish-0-0",
+        "tj-node-0-0",
+        "tj-tail-0-0",
+    ]
 
 
 # --------------------------------------------------------------------------- jobsStatus
@@ -1603,9 +1673,13 @@ def test_status_reads_and_renders_trainer_conditions() -> None:
 def test_staged_children_keep_only_succeeded_initializers_at_size_zero() -> None:
     from lattice.frameworks.base import Children
 
+    depends = [{"name": "dataset-initializer", "status": "Complete"}]
     rt = runtime(
         "init",
-        jobs=[rjob("dataset-initializer", "dataset-initializer"), rjob("node", "trainer")],
+        jobs=[
+            rjob("dataset-initializer", "dataset-initializer"),
+            {**rjob("node", "trainer"), "dependsOn": depends},
+        ],
     )
     job = parse(tj("init", trainer={"numNodes": 1}), ctx(rt))
 
