@@ -175,8 +175,10 @@ async def test_a_priority_beyond_the_cap_makes_an_mpijob_wrong_naming_the_field(
     job["metadata"]["annotations"] = {"lattice.breezeml.ai/priority": str(2**40)}
     w.apply(job, size=3)
     await w.reconcile("pi")
-    failed = w.conditions("pi")["Failed"]
-    assert failed["reason"] == "MPIJobFailedValidation"
+    conds = w.conditions("pi")
+    assert "Failed" not in conds, "an invalid job is not failed: it is judged again"
+    failed = conds["Created"]
+    assert (failed["status"], failed["reason"]) == ("False", "MPIJobFailedValidation")
     assert "metadata.annotations[lattice.breezeml.ai/priority]" in failed["message"]
     assert "1000000000" in failed["message"]
     assert w.names("pods") == []
