@@ -40,6 +40,11 @@ Contract (level-triggered; the key is ``namespace/name``; each step's policy is 
    lasts (``lattice.frameworks.refusals``). A create that finds the namespace being deleted
    ends the reconcile with nothing written or retried.
 
+7. After the status write, a plugin that ``IgnoresFields`` gets one Warning Event
+   ``IgnoredField`` per ignored field the job sets (naming its path and why), once per
+   ``metadata.generation`` of an unfinished job (remembered in memory: after a restart they are
+   emitted once more).
+
 Conditions follow Kubeflow: ``Created``, ``Running``, ``Restarting``, ``Succeeded``,
 ``Failed`` (and ``Suspended``), reasons ``<Kind><Condition>``; messages come from the plugin's
 ``messages`` (``lattice.frameworks.base.Messages``). A plugin that ``RendersStatus`` (TrainJob)
@@ -87,6 +92,7 @@ from lattice.controllers.rounds import ChildRounds, desired_children
 from lattice.controllers.watch import child_handler, job_handler, projected_child, raw_child
 from lattice.controllers.write import StatusWrite, counter_families
 from lattice.frameworks.base import (
+    IgnoresFields,
     InvalidJob,
     JobNotReady,
     JobPlugin,
@@ -107,6 +113,7 @@ from lattice.runtime.metrics import FRAMEWORKS, Metrics
 from lattice.runtime.projections import ObjectInfo, PodInfo
 
 __all__ = [
+    "IGNORED_FIELD",
     "ChildSyncError",
     "ContextProvider",
     "JobReconciler",
@@ -116,6 +123,8 @@ __all__ = [
 
 Obj = dict[str, Any]
 _EXPECTATION_RECHECK = 30.0
+#: Reason of the Warning Event naming a field the job sets and Lattice ignores.
+IGNORED_FIELD = "IgnoredField"
 #: Bounds of the delay before a refused create is tried again.
 _REFUSAL_RETRY = (1.0, 30.0)
 
@@ -176,6 +185,10 @@ class JobReconciler:
         self._words = messages_of(plugin)
         #: key -> (uid, generation) of each job last judged invalid after its parse.
         self._judged: dict[str, tuple[str, object]] = {}
+        #: key -> (uid, generation) of each job whose ignored fields were last announced.
+        self._warned: dict[str, tuple[str, object]] = {}
+        self._recorder = recorder
+        self._ignores = isinstance(plugin, IgnoresFields)  # once: a Protocol check is slow
         res = kube_resource(plugin)
         sync = ChildSync(client=client, expectations=expectations, recorder=recorder)
         self._owned = OwnedChildren(
@@ -225,6 +238,7 @@ class JobReconciler:
         if obj is None:
             self._read_back.forget(key)
             self._judged.pop(key, None)
+            self._warned.pop(key, None)
             for what in self._owned.what_kinds:
                 self._exp.delete(self._owned.exp_key(ns, name, what))
             return Result()
@@ -263,6 +277,8 @@ class JobReconciler:
         if step.rejected:
             return await self._wrong(step, rejected(step.rejected))
         await self._status.write(step)
+        if not step.finished:
+            self._announce_ignored(key, step.ref, meta.get("generation"), job)
         if step.errors:
             # A failed create leaves no watch event behind and a failed delete changes nothing:
             # without this, a job whose pod create failed once waits for an unrelated event.
@@ -271,6 +287,16 @@ class JobReconciler:
             retry = refusal_retry((now - refusal.since).total_seconds())
             requeue = retry if requeue is None else min(requeue, retry)
         return Result(requeue_after=requeue) if requeue is not None else Result()
+
+    def _announce_ignored(self, key: str, ref: ObjectRef, generation: object, job: Any) -> None:
+        """The ``IgnoredField`` Warning Events, once per generation (module contract, 7)."""
+        if not self._ignores or not isinstance(self.plugin, IgnoresFields):
+            return
+        if self._warned.get(key) == (ref.uid, generation):
+            return
+        self._warned[key] = (ref.uid, generation)
+        for path, why in self.plugin.ignored_fields(job):
+            self._recorder.record(ref, type="Warning", reason=IGNORED_FIELD, note=f"{path}: {why}")
 
     def _held(self, step: Step, meta: Mapping[str, Any]) -> Result | None:
         """Why an unfinished job is not acted on now (None: it is)."""

@@ -37,6 +37,8 @@ Optional capabilities (looked up with ``isinstance``; a plugin without them gets
   its Kubeflow working block and the plugin translates it from and to the stored status.
 - :class:`CountsJobs` (``counted_by``): upstream metric families that also count the kind's jobs.
 - :class:`ReadsRuntimes` (``names_runtime``): a runtime event re-enqueues the jobs naming it.
+- :class:`IgnoresFields` (``ignored_fields``): fields accepted and ignored, each announced by a
+  Warning Event ``IgnoredField`` once per generation.
 
 The capability protocols live in ``lattice.frameworks.capabilities`` and the wording in
 ``lattice.frameworks.messages``; this module re-exports both, so a plugin imports one place. The ML
@@ -60,6 +62,7 @@ from typing import Any, Protocol, TypeVar
 from lattice.api.constants import Resource
 from lattice.frameworks.capabilities import (
     CountsJobs,
+    IgnoresFields,
     ObservesChildren,
     PinsInputs,
     ReadsRuntimes,
@@ -77,6 +80,7 @@ __all__ = [
     "ContainerView",
     "CountsJobs",
     "Demand",
+    "IgnoresFields",
     "InvalidJob",
     "JobNotReady",
     "JobPlugin",

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CountsJobs",
+    "IgnoresFields",
     "ObservesChildren",
     "PinsInputs",
     "ReadsRuntimes",
@@ -44,6 +45,17 @@ class ObservesChildren(Protocol):
         Whatever it drops that already exists is deleted by the reconciler, so a gate must keep
         an object once it exists.
         """
+        ...
+
+
+@runtime_checkable
+class IgnoresFields(Protocol):
+    """Optional plugin capability: fields a job may set that Lattice accepts and ignores."""
+
+    def ignored_fields(self, job: Any) -> Sequence[tuple[str, str]]:
+        """``(field path, why it is ignored)`` for each such field ``job`` sets. The reconciler
+        emits one Warning Event ``IgnoredField`` for each, once per ``metadata.generation``,
+        after its status write."""
         ...
 
 

@@ -74,7 +74,13 @@ from lattice.api.mpijob import MPIJob
 from lattice.frameworks import base as fw
 from lattice.frameworks import mpijob_children
 from lattice.frameworks.demands import pod_demand, template_problems
-from lattice.frameworks.kubeflow import KubeflowStatus, job_priority, priority_problems, validated
+from lattice.frameworks.kubeflow import (
+    KubeflowStatus,
+    ignored_scheduling_fields,
+    job_priority,
+    priority_problems,
+    validated,
+)
 from lattice.frameworks.mpijob_children import (
     OPERATOR_NAME,
     discover_hosts,
@@ -162,6 +168,10 @@ class MPIJobPlugin(KubeflowStatus):
             replica_prefix=f"{name}-worker-",
             suspended=policy.suspend,
         )
+
+    def ignored_fields(self, job: MPIJob) -> list[tuple[str, str]]:
+        """``IgnoresFields``: the PodGroup fields of ``runPolicy.schedulingPolicy``."""
+        return ignored_scheduling_fields(job.spec.run_policy)
 
     def run_policy(self, job: MPIJob) -> fw.RunPolicyView:
         return fw.RunPolicyView(

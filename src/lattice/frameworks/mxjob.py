@@ -70,6 +70,7 @@ from lattice.frameworks.demands import pod_demand, template_problems
 from lattice.frameworks.failures import is_retryable_exit_code
 from lattice.frameworks.kubeflow import (
     KubeflowStatus,
+    ignored_scheduling_fields,
     job_priority,
     priority_problems,
     run_policy_view,
@@ -188,6 +189,10 @@ class MXJobPlugin(KubeflowStatus):
             replica_prefix=child_prefix(name, REPLICA_WORKER),
             suspended=policy.suspend,
         )
+
+    def ignored_fields(self, job: MXJob) -> list[tuple[str, str]]:
+        """``IgnoresFields``: the PodGroup fields of ``runPolicy.schedulingPolicy``."""
+        return ignored_scheduling_fields(job.spec.run_policy)
 
     def run_policy(self, job: MXJob) -> fw.RunPolicyView:
         return run_policy_view(job.spec.run_policy, service_cleanup="WithPods")
