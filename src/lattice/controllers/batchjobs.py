@@ -63,7 +63,6 @@ def job_patches(current: Mapping[str, Any], desired: Mapping[str, Any]) -> list[
 
 
 def _template_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> Obj:
-    old_meta = _map(current, "spec", "template", "metadata")
     new_meta = _map(desired, "spec", "template", "metadata")
     old_spec = _map(current, "spec", "template", "spec")
     new_spec = _map(desired, "spec", "template", "spec")
@@ -81,11 +80,11 @@ def _template_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> O
         spec["affinity"] = {"nodeAffinity": with_nulls(old_node, new_node) or None}
     elif isinstance(new_affinity, Mapping) and new_affinity:
         spec["affinity"] = dict(new_affinity)
-    return {
-        "metadata": {
-            "labels": with_nulls(old_meta.get("labels"), new_meta.get("labels")) or None,
-            "annotations": with_nulls(old_meta.get("annotations"), new_meta.get("annotations"))
-            or None,
-        },
-        "spec": spec,
+    # Labels and annotations are merged in, never removed: the Job controller adds its own
+    # labels (controller-uid, job-name) to the template, and its selector needs them.
+    meta = {
+        k: dict(v)
+        for k in ("labels", "annotations")
+        if isinstance(v := new_meta.get(k), Mapping) and v
     }
+    return {"metadata": meta, "spec": spec} if meta else {"spec": spec}

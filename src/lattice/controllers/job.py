@@ -393,7 +393,7 @@ class JobReconciler:
         child_refusals(step, words, step.refused)
         if size > 0 and start is None:
             step.exec["startTime"] = format_time(step.now)
-        if progress.running and not progress.recreate:
+        if progress.running and not progress.recreate and not demand.suspended:
             mark_running(step, words)
         preemption(
             step,
