@@ -7,15 +7,15 @@ On 2 nodes x 4 GPUs (``--scheduling-unit=nvidia.com/gpu --resize-interval=0``):
 2. TrainingJob ``tj`` (2..4, priority 5) takes the other 4 GPUs: both run, 8 GPUs used.
 3. MXJob ``mx`` (a scheduler and 4 one-GPU workers; priority 10 from a PriorityClass named in
    ``runPolicy.schedulingPolicy.priorityClass``) arrives. In priority order mx (4) and tj's
-   minimum (2) fit, mpi's gang (4) does not: mpi is preempted whole (launcher Job, workers, its
-   Service, ConfigMap and Secret all go), shows ``Suspended=True``/``Preempted`` with its
-   ``suspend`` field untouched and is never Failed; tj keeps 4.
-4. mx finishes; mpi is admitted again, runs a new launcher, and ends Succeeded.
+   minimum (2) fit, mpi's gang (4) does not: mpi is preempted whole (its workers go, its
+   launcher Job is suspended; its Service, ConfigMap and Secret are kept, as mpi-operator keeps
+   them when suspended), shows ``Suspended=True``/``Preempted`` with its ``suspend`` field
+   untouched and is never Failed; tj keeps 4.
+4. mx finishes; mpi is admitted again, its launcher Job resumes, and it ends Succeeded.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -129,13 +129,15 @@ def test_gangs_share_capacity_and_priority_preempts_a_whole_mpijob(
             what="mx runs 5 pods, mpi is preempted whole",
         )
         tjs.expect({"tj": 4}, what="tj keeps 4")
-        for plural in ("jobs.batch", "configmaps", "secrets", "services"):
-            wait_for(
-                functools.partial(mpi.owned, plural, "mpi"),
-                lambda objs: objs == {},
-                timeout=TIMEOUT,
-                what=f"mpi's {plural} are gone",
-            )
+        # As mpi-operator suspends: the launcher Job is suspended, its children are kept.
+        wait_for(
+            lambda: mpi.owned("jobs.batch", "mpi")["mpi-launcher"]["spec"].get("suspend"),
+            lambda suspended: suspended is True,
+            timeout=TIMEOUT,
+            what="mpi's launcher Job is suspended",
+        )
+        for plural in ("configmaps", "secrets", "services"):
+            assert mpi.owned(plural, "mpi"), f"mpi's {plural} are kept"
         status = mpi.wait(
             "mpi",
             lambda s: any(

@@ -6,7 +6,7 @@ Pods finish when the test (standing in for the workload) gives them the kwok ann
 pod with ``kubectl annotate`` to finish only that worker.
 
 1. An invalid spec (first container not named ``trainingjob``) is ``Wrong``/``InvalidSpec`` with
-   a Failed ``TrainingJobFailedValidation`` condition, a Warning event and no pods.
+   a ``Created=False``/``TrainingJobFailedValidation`` condition, a Warning event and no pods.
 2. A worker exiting 1 fails the job (``TrainingJobFailed``, naming the pod and the code); the
    freed GPUs start a waiting job.
 3. ``cleanPodPolicy``: ``None`` keeps every pod and Service; ``Running`` deletes only the pods
@@ -173,10 +173,11 @@ def test_invalid_container_name_is_wrong(
         assert field in status["message"], status["message"]
         assert 'must be "trainingjob", got "main"' in status["message"], status["message"]
         assert status.get("currentSize", 0) == 0
-        failed = conditions(status)["Failed"]
-        assert failed["status"] == "True"
-        assert failed["reason"] == "TrainingJobFailedValidation"
-        assert field in failed["message"]
+        conds = conditions(status)
+        assert "Failed" not in conds, "invalid is not failed: a fixed spec is judged again"
+        invalid = conds["Created"]
+        assert (invalid["status"], invalid["reason"]) == ("False", "TrainingJobFailedValidation")
+        assert field in invalid["message"]
 
         event = wait_event(world, "bad", "TrainingJobFailedValidation")
         assert event["type"] == "Warning"

@@ -294,7 +294,9 @@ def test_verdicts_per_stage() -> None:
     assert "2026-01-01T12:05:00Z (in 5m0s)" in cool
     assert "has not decided" in verdict(row("a"), NOW)
     wrong = verdict(row("a", stage="Wrong", reason="InvalidSpec", message="bad name"), NOW)
-    assert wrong == "It is invalid and will not be scheduled (InvalidSpec): bad name"
+    assert wrong == (
+        "It is invalid and will not be scheduled until its spec is fixed (InvalidSpec): bad name"
+    )
     assert "finished" in verdict(row("a", stage="Completed"), NOW)
 
 

@@ -5,9 +5,12 @@ Contract: each function edits ``step.exec``/``step.sched`` and appends to ``step
 ``step.counters``; none reads a cache or writes. Reasons are ``<Kind><Condition>``; messages come
 from the plugin's :class:`Messages`.
 
-- ``mark_wrong``: once, a ``Failed`` condition ``<Kind>FailedValidation`` (the problems in the
-  message) with its Warning event; the scheduler writes stage ``Wrong`` (reason ``InvalidSpec``)
-  from it.
+- ``mark_invalid``: ``Created=False`` with reason ``<Kind>FailedValidation`` and the problems
+  (each field and rule) in the message, ``Running=False`` likewise when it was True, and
+  ``startTime`` cleared; a Warning event when the condition changed. Not terminal
+  (``lattice.frameworks.refusals.invalid_of``): the scheduler writes stage ``Wrong`` (reason
+  ``InvalidSpec``) from it while it lasts, and ``mark_created`` replaces it once the job is
+  valid again.
 - ``mark_not_ready``: ``Created=False`` with the exception's reason and message; a Warning
   event only when that condition changed.
 - ``mark_created``: ``Created=True`` once (an event when the kind words one); not while the
@@ -34,24 +37,22 @@ from collections.abc import Sequence
 
 from lattice.controllers.jobstatus import PREEMPTED, Step, condition_reason, condition_true
 from lattice.frameworks.base import InvalidJob, JobNotReady, Messages, PodView
-from lattice.frameworks.refusals import CHILD_CREATE_REFUSED
+from lattice.frameworks.refusals import CHILD_CREATE_REFUSED, FAILED_VALIDATION
 
 __all__ = [
     "CREATED",
     "FAILED",
-    "IGNORED_FIELD",
     "RESTARTED",
     "SUCCESSFUL",
     "child_refusals",
     "mark_created",
     "mark_finished",
+    "mark_invalid",
     "mark_not_ready",
     "mark_restarting",
     "mark_running",
-    "mark_wrong",
     "preemption",
     "suspension",
-    "warn_ignored",
 ]
 
 #: What a reconcile counts (``Step.counters``), mapped to metric families by ``lattice
@@ -59,35 +60,28 @@ __all__ = [
 CREATED, SUCCESSFUL, FAILED, RESTARTED = "created", "successful", "failed", "restarted"
 
 
-def mark_wrong(step: Step, kind: str, exc: InvalidJob) -> None:
-    message = f"invalid {kind}: {exc}"
-    if not condition_true(step.exec, "Failed"):
-        step.condition("Failed", True, f"{kind}FailedValidation", message)
-        step.events.append(("Warning", f"{kind}FailedValidation", message))
-        step.counters.append(FAILED)
+def mark_invalid(step: Step, kind: str, exc: InvalidJob) -> None:
+    reason, message = f"{kind}{FAILED_VALIDATION}", f"invalid {kind}: {exc}"
+    if condition_true(step.exec, "Running"):
+        step.condition("Running", False, reason, message)
+    step.exec.pop("startTime", None)
+    _not_created(step, reason, message)
 
 
 def mark_not_ready(step: Step, exc: JobNotReady) -> None:
+    _not_created(step, exc.reason, exc.message)
+
+
+def _not_created(step: Step, reason: str, message: str) -> None:
+    """``Created=False`` for ``reason``; a Warning event when the condition changed."""
     before = [c for c in step.exec.get("conditions") or () if c.get("type") == "Created"]
-    step.condition("Created", False, exc.reason, exc.message)
+    step.condition("Created", False, reason, message)
     after = [c for c in step.exec.get("conditions") or () if c.get("type") == "Created"]
     changed = [(c.get("status"), c.get("reason"), c.get("message")) for c in before] != [
         (c.get("status"), c.get("reason"), c.get("message")) for c in after
     ]
     if changed:
-        step.events.append(("Warning", exc.reason, exc.message))
-
-
-#: Reason of the Warning event for a field accepted and ignored.
-IGNORED_FIELD = "IgnoredField"
-
-
-def warn_ignored(step: Step, fields: Sequence[tuple[str, str]]) -> None:
-    """One ``IgnoredField`` Warning event per ignored field, when the job is first created."""
-    if condition_true(step.exec, "Created"):
-        return
-    for path, why in fields:
-        step.events.append(("Warning", IGNORED_FIELD, f"{path} {why}"))
+        step.events.append(("Warning", reason, message))
 
 
 def mark_created(step: Step, words: Messages) -> None:

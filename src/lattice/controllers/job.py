@@ -3,16 +3,22 @@
 Contract (level-triggered; the key is ``namespace/name``; each step's policy is in its module):
 1. Read the job from the informer cache, never from an event. Gone: forget its expectations.
    Being deleted, or ``managedBy`` another controller: nothing to do.
-2. Parse (``parse``): an :class:`InvalidJob` marks the job Wrong (``conditions.mark_wrong``;
-   the scheduler never sees it). A :class:`JobNotReady` (a TrainJob's runtime is missing or
+2. Parse (``parse``): an :class:`InvalidJob` marks an unfinished job invalid
+   (``conditions.mark_invalid``: ``Created=False``/``<Kind>FailedValidation`` naming each field
+   and rule; not terminal: the scheduler holds it at stage ``Wrong`` meanwhile). The parse is
+   a function of the object, so every reconcile judges it again, and a fixed spec is picked up.
+   A :class:`JobNotReady` (a TrainJob's runtime is missing or
    unusable) leaves an unfinished job unstarted with ``Created=False`` and one Warning event per
    change; the next reconcile (runtime events re-enqueue the job) starts it once the input
    resolves.
 3. A finished job (Succeeded or Failed condition) is cleaned up per ``cleanPodPolicy`` and
    deleted ``ttlSecondsAfterFinished`` after its completion (``finished``).
-4. A Wrong job's live pods and Services are stopped once its status is written (its pods hold
-   capacity until they are gone); it then waits for a new spec. A job whose expectations are
-   unsatisfied waits for the cache.
+4. An invalid job's live pods are stopped once its status is written (its pods hold capacity
+   until they are gone). One judged invalid after its parse (its children cannot be built, or
+   the apiserver refused one as malformed) waits for a new spec: it is held while its
+   ``metadata.generation`` is the one judged (remembered in memory; after a restart it is
+   tried once more). A job the scheduler alone found Wrong (its own checks) is held too. A job
+   whose expectations are unsatisfied waits for the cache.
 5. Otherwise (``_active``): apply the kind's status rules to the live pods
    (``plugin.progress``) and the failure policy (``failure``: recreations, deadline,
    backoffLimit); finish the job, or recreate the pods the rules name and make the children match
@@ -26,13 +32,18 @@ Contract (level-triggered; the key is ``namespace/name``; each step's policy is 
    object its last write returned until the cache shows that write (``jobstatus.ReadBack``);
    events and counters follow the write that carries them. Failed child
    creates or deletes raise :class:`ChildSyncError` after the write (a retry with backoff);
-   creates the apiserver refused as malformed, and plugin errors, make the job Wrong. Creates
+   creates the apiserver refused as malformed, and plugin errors, make the job invalid. Creates
    refused for a cause outside the manifest (403 admission or RBAC, 409 name clash) set
    ``Created=False``/``ChildCreateRefused`` with the apiserver's message
    (``conditions.child_refusals``) and requeue the key with a growing delay
    (:func:`refusal_retry`), never raise: the scheduler requeues the job when the refusal
    lasts (``lattice.frameworks.refusals``). A create that finds the namespace being deleted
    ends the reconcile with nothing written or retried.
+
+7. After the status write, a plugin that ``IgnoresFields`` gets one Warning Event
+   ``IgnoredField`` per ignored field the job sets (naming its path and why), once per
+   ``metadata.generation`` of an unfinished job (remembered in memory: after a restart they are
+   emitted once more).
 
 Conditions follow Kubeflow: ``Created``, ``Running``, ``Restarting``, ``Succeeded``,
 ``Failed`` (and ``Suspended``), reasons ``<Kind><Condition>``; messages come from the plugin's
@@ -53,13 +64,12 @@ from lattice.controllers.conditions import (
     child_refusals,
     mark_created,
     mark_finished,
+    mark_invalid,
     mark_not_ready,
     mark_restarting,
     mark_running,
-    mark_wrong,
     preemption,
     suspension,
-    warn_ignored,
 )
 from lattice.controllers.failure import judge
 from lattice.controllers.finished import Cleanup
@@ -82,16 +92,16 @@ from lattice.controllers.rounds import ChildRounds, desired_children
 from lattice.controllers.watch import child_handler, job_handler, projected_child, raw_child
 from lattice.controllers.write import StatusWrite, counter_families
 from lattice.frameworks.base import (
+    IgnoresFields,
     InvalidJob,
     JobNotReady,
     JobPlugin,
     OperatorContext,
     RendersStatus,
-    WarnsIgnored,
     managed_elsewhere,
     messages_of,
 )
-from lattice.frameworks.refusals import refusal_of
+from lattice.frameworks.refusals import invalid_of, refusal_of
 from lattice.kube import KubeClient
 from lattice.kube.resources import Resource
 from lattice.primitives.times import format_time, normalize_time, parse_opt_time
@@ -103,6 +113,7 @@ from lattice.runtime.metrics import FRAMEWORKS, Metrics
 from lattice.runtime.projections import ObjectInfo, PodInfo
 
 __all__ = [
+    "IGNORED_FIELD",
     "ChildSyncError",
     "ContextProvider",
     "JobReconciler",
@@ -112,6 +123,8 @@ __all__ = [
 
 Obj = dict[str, Any]
 _EXPECTATION_RECHECK = 30.0
+#: Reason of the Warning Event naming a field the job sets and Lattice ignores.
+IGNORED_FIELD = "IgnoredField"
 #: Bounds of the delay before a refused create is tried again.
 _REFUSAL_RETRY = (1.0, 30.0)
 
@@ -170,6 +183,12 @@ class JobReconciler:
         self._metrics = metrics
         self._framework = FRAMEWORKS.get(self.kind, self.kind.lower())
         self._words = messages_of(plugin)
+        #: key -> (uid, generation) of each job last judged invalid after its parse.
+        self._judged: dict[str, tuple[str, object]] = {}
+        #: key -> (uid, generation) of each job whose ignored fields were last announced.
+        self._warned: dict[str, tuple[str, object]] = {}
+        self._recorder = recorder
+        self._ignores = isinstance(plugin, IgnoresFields)  # once: a Protocol check is slow
         res = kube_resource(plugin)
         sync = ChildSync(client=client, expectations=expectations, recorder=recorder)
         self._owned = OwnedChildren(
@@ -218,6 +237,8 @@ class JobReconciler:
         obj = self._jobs.store.get(key)
         if obj is None:
             self._read_back.forget(key)
+            self._judged.pop(key, None)
+            self._warned.pop(key, None)
             for what in self._owned.what_kinds:
                 self._exp.delete(self._owned.exp_key(ns, name, what))
             return Result()
@@ -234,7 +255,9 @@ class JobReconciler:
         try:
             job = parse_job(self.plugin, obj, ctx, pinned)
         except InvalidJob as exc:
-            return await self._wrong(step, exc)
+            if step.finished:
+                return Result()
+            return await self._wrong(step, exc, judged=False)
         except JobNotReady as exc:
             if not step.finished:
                 mark_not_ready(step, exc)
@@ -254,6 +277,8 @@ class JobReconciler:
         if step.rejected:
             return await self._wrong(step, rejected(step.rejected))
         await self._status.write(step)
+        if not step.finished:
+            self._announce_ignored(key, step.ref, meta.get("generation"), job)
         if step.errors:
             # A failed create leaves no watch event behind and a failed delete changes nothing:
             # without this, a job whose pod create failed once waits for an unrelated event.
@@ -263,18 +288,38 @@ class JobReconciler:
             requeue = retry if requeue is None else min(requeue, retry)
         return Result(requeue_after=requeue) if requeue is not None else Result()
 
+    def _announce_ignored(self, key: str, ref: ObjectRef, generation: object, job: Any) -> None:
+        """The ``IgnoredField`` Warning Events, once per generation (module contract, 7)."""
+        if not self._ignores or not isinstance(self.plugin, IgnoresFields):
+            return
+        if self._warned.get(key) == (ref.uid, generation):
+            return
+        self._warned[key] = (ref.uid, generation)
+        for path, why in self.plugin.ignored_fields(job):
+            self._recorder.record(ref, type="Warning", reason=IGNORED_FIELD, note=f"{path}: {why}")
+
     def _held(self, step: Step, meta: Mapping[str, Any]) -> Result | None:
         """Why an unfinished job is not acted on now (None: it is)."""
-        if step.sched.get("stage") == "Wrong":
-            return Result()
         ref = step.ref
+        invalid = invalid_of(step.exec) is not None
+        if step.sched.get("stage") == "Wrong" and not invalid:
+            return Result()  # the scheduler's own checks found it Wrong
+        judged = self._judged.get(f"{ref.namespace}/{ref.name}")
+        if invalid and judged == (ref.uid, meta.get("generation")):
+            return Result()  # the spec judged invalid after its parse has not changed
         keys = (self._owned.exp_key(ref.namespace, ref.name, k) for k in self._owned.what_kinds)
         if not all(self._exp.satisfied(k) for k in keys):
             return Result(requeue_after=_EXPECTATION_RECHECK)
         return None
 
-    async def _wrong(self, step: Step, exc: InvalidJob) -> Result:
-        mark_wrong(step, self.kind, exc)
+    async def _wrong(self, step: Step, exc: InvalidJob, *, judged: bool = True) -> Result:
+        """Mark the job invalid and stop its pods; ``judged``: found after its parse (held
+        until its generation changes)."""
+        ref = step.ref
+        if judged:
+            generation = (step.obj.get("metadata") or {}).get("generation")
+            self._judged[f"{ref.namespace}/{ref.name}"] = (ref.uid, generation)
+        mark_invalid(step, self.kind, exc)
         await self._status.write(step)
         # Its pods are stopped: they hold capacity the scheduler counts until they are gone.
         live = [p for p in self._owned.pods(step.ref) if p.deletion_timestamp is None]
@@ -295,8 +340,6 @@ class JobReconciler:
         others = self._owned.others(ref)
         progress = plugin.progress(job, size=size, pods=live, others=others)
         demand = plugin.demand(job, ctx)
-        if isinstance(plugin, WarnsIgnored):
-            warn_ignored(step, plugin.ignored_fields(job))
         mark_created(step, words)
         # Our own record that this job got pods (written with them): a job the scheduler moves
         # to Waiting while it still shows one was started, and so preempted, whether or not its
@@ -353,7 +396,7 @@ class JobReconciler:
         child_refusals(step, words, step.refused)
         if size > 0 and started is None:
             step.exec["startTime"] = format_time(step.now)
-        if progress.running and not progress.recreate:
+        if progress.running and not progress.recreate and not demand.suspended:
             mark_running(step, words)
         preemption(
             step,

@@ -15,7 +15,10 @@ Contract:
   batch Jobs (an MPI launcher resolves its workers through them at once); pods do not need them
   to exist (Kubeflow creates pods before Services), so otherwise they go with the pods and a
   reconcile that starts a job costs one round trip, not two. An existing ConfigMap whose
-  ``data`` differs is patched in place. Outcomes are absorbed into the step in a fixed order.
+  ``data`` differs is patched in place; an existing batch Job is suspended or resumed to match
+  its desired ``spec.suspend`` (``lattice.controllers.batchjobs``: on resume its scheduling
+  fields are re-synced), with the pods; a failed patch is an error of the step (retried).
+  Outcomes are absorbed into the step in a fixed order.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import dataclasses
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+from lattice.controllers.batchjobs import job_patches
 from lattice.controllers.children import ChildSync, Existing, SyncOutcome
 from lattice.controllers.generated import fill_generated
 from lattice.controllers.jobstatus import Step, with_nulls
@@ -128,6 +132,7 @@ class ChildRounds:
             ),
             *late,
             *consumers,
+            self._resync_jobs(ref, children, others),
         )
         for outcome in outs:
             if outcome is not None:
@@ -173,6 +178,27 @@ class ChildRounds:
                 )
             )
         return syncs
+
+    async def _resync_jobs(self, ref: ObjectRef, children: Children, others: Obj) -> SyncOutcome:
+        """Suspend or resume the existing batch Jobs to match the desired ones."""
+        out = SyncOutcome()
+        if "Job" not in self.owned.other_informers:
+            return out
+        res = self.owned.other_informers["Job"][0]
+        for manifest in children.jobs:
+            name = manifest["metadata"]["name"]
+            current = others.get(f"Job/{name}")
+            if current is None or (current.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            for subresource, body in job_patches(current, manifest):
+                try:
+                    await self.client.patch(
+                        res, name, body, namespace=ref.namespace, subresource=subresource or None
+                    )
+                except Exception as exc:
+                    out.errors.append(f"patch {subresource or 'spec'} of Job {name}: {exc}")
+                    break
+        return out
 
     async def _refresh_config_maps(self, ref: ObjectRef, children: Children, others: Obj) -> None:
         """Update existing ConfigMaps whose data differs from the desired (in place)."""

@@ -38,8 +38,8 @@ Optional capabilities (looked up with ``isinstance``; a plugin without them gets
   its Kubeflow working block and the plugin translates it from and to the stored status.
 - :class:`CountsJobs` (``counted_by``): upstream metric families that also count the kind's jobs.
 - :class:`ReadsRuntimes` (``names_runtime``): a runtime event re-enqueues the jobs naming it.
-- :class:`WarnsIgnored` (``ignored_fields``): fields accepted and ignored, told once as Warning
-  events (reason ``IgnoredField``).
+- :class:`IgnoresFields` (``ignored_fields``): fields accepted and ignored, each announced by a
+  Warning Event ``IgnoredField`` once per generation.
 
 The capability protocols live in ``lattice.frameworks.capabilities`` and the wording in
 ``lattice.frameworks.messages``; this module re-exports both, so a plugin imports one place. The ML
@@ -63,12 +63,12 @@ from typing import Any, Protocol, TypeVar
 from lattice.api.constants import Resource
 from lattice.frameworks.capabilities import (
     CountsJobs,
+    IgnoresFields,
     ObservesChildren,
     PinsInputs,
     ReadsRuntimes,
     RendersStatus,
     StagesChildren,
-    WarnsIgnored,
 )
 from lattice.frameworks.messages import Messages, messages_of
 from lattice.scheduler.core.model import PodDemand
@@ -81,6 +81,7 @@ __all__ = [
     "ContainerView",
     "CountsJobs",
     "Demand",
+    "IgnoresFields",
     "InvalidJob",
     "JobNotReady",
     "JobPlugin",
@@ -96,7 +97,6 @@ __all__ = [
     "ReplicaCounts",
     "RunPolicyView",
     "StagesChildren",
-    "WarnsIgnored",
     "managed_elsewhere",
     "messages_of",
 ]

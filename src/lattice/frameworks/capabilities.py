@@ -16,12 +16,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CountsJobs",
+    "IgnoresFields",
     "ObservesChildren",
     "PinsInputs",
     "ReadsRuntimes",
     "RendersStatus",
     "StagesChildren",
-    "WarnsIgnored",
 ]
 
 Obj = dict[str, Any]
@@ -45,6 +45,17 @@ class ObservesChildren(Protocol):
         Whatever it drops that already exists is deleted by the reconciler, so a gate must keep
         an object once it exists.
         """
+        ...
+
+
+@runtime_checkable
+class IgnoresFields(Protocol):
+    """Optional plugin capability: fields a job may set that Lattice accepts and ignores."""
+
+    def ignored_fields(self, job: Any) -> Sequence[tuple[str, str]]:
+        """``(field path, why it is ignored)`` for each such field ``job`` sets. The reconciler
+        emits one Warning Event ``IgnoredField`` for each, once per ``metadata.generation``,
+        after its status write."""
         ...
 
 
@@ -141,16 +152,4 @@ class ReadsRuntimes(Protocol):
 
     def names_runtime(self, obj: Mapping[str, Any], runtime: Mapping[str, Any]) -> bool:
         """Whether the raw job ``obj`` refers to the raw runtime object ``runtime``."""
-        ...
-
-
-@runtime_checkable
-class WarnsIgnored(Protocol):
-    """Optional plugin capability: fields the job sets that Lattice accepts and ignores (e.g. a
-    PodGroup policy: Lattice's scheduler gangs the pods itself). The reconciler emits one Warning
-    event (reason ``IgnoredField``, message ``<field path> <why>``) per field when the job is
-    first created."""
-
-    def ignored_fields(self, job: Any) -> Sequence[tuple[str, str]]:
-        """``(field path, why)`` per ignored field the parsed ``job`` sets."""
         ...

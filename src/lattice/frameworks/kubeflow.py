@@ -34,6 +34,7 @@ ModelT = TypeVar("ModelT", bound=BaseModel)
 
 __all__ = [
     "KubeflowStatus",
+    "ignored_scheduling_fields",
     "job_priority",
     "priority_problems",
     "run_policy_view",
@@ -115,6 +116,33 @@ def run_policy_view(policy: RunPolicy, *, service_cleanup: str = "All") -> RunPo
         backoff_limit=policy.backoff_limit,
         service_cleanup=service_cleanup,
     )
+
+
+#: ``runPolicy.schedulingPolicy`` fields a PodGroup would take, camelCase -> model attribute.
+_GANG_FIELDS = (
+    ("minAvailable", "min_available"),
+    ("queue", "queue"),
+    ("minResources", "min_resources"),
+    ("scheduleTimeoutSeconds", "schedule_timeout_seconds"),
+)
+_GANG_WHY = (
+    "ignored: Lattice's own scheduler admits all of the job's pods or none, in priority order, "
+    "so no PodGroup is created"
+)
+
+
+def ignored_scheduling_fields(policy: RunPolicy) -> list[tuple[str, str]]:
+    """The PodGroup fields of ``runPolicy.schedulingPolicy`` the job sets (``priorityClass``
+    is used: it feeds the job's priority)."""
+    sp = policy.scheduling_policy
+    if sp is None:
+        return []
+    base = "spec.runPolicy.schedulingPolicy"
+    return [
+        (f"{base}.{wire}", _GANG_WHY)
+        for wire, attr in _GANG_FIELDS
+        if getattr(sp, attr) is not None
+    ]
 
 
 class KubeflowStatus:

@@ -23,7 +23,9 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
   launcher Job stay, as mpi-operator's ``cleanUpWorkerPods``); ttlSecondsAfterFinished,
   activeDeadlineSeconds and backoffLimit go to the launcher Job, which enforces them (the job
   follows the launcher), so the view leaves them unset and the MPIJob itself is never deleted.
-- **Children** (none at size 0; everything at any size > 0):
+- **Children** (everything at any size > 0; at size 0, suspended or preempted, what mpi-operator
+  keeps: the Service, ConfigMap, Secret and the launcher Job suspended, no worker pod; nothing
+  for a job that never started):
   Service ``<job>`` (headless, no ports, selector operator-name + job-name,
   ``publishNotReadyAddresses`` with runLauncherAsWorker); ConfigMap ``<job>-config`` with
   ``hostfile`` (OpenMPI ``<host> slots=N``, Intel/MPICH ``<host>:N``; the launcher first with
@@ -39,11 +41,16 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from mpi-opera
   ``children`` is a function of (job, size): its ``discover_hosts.sh`` lists every desired worker.
   ``observed_children`` (the ``ObservesChildren`` capability) then refines it with the observed
   pods: ``discover_hosts.sh`` lists only the Running workers (the reconciler updates the
-  ConfigMap in place); the launcher Job is left out until every worker pod exists (a gang never
-  starts partially: refused workers never leave a launcher running alone; mpi-operator's
-  ``AtStartup`` creates it at once), under ``WaitForWorkersReady`` until every worker is Ready
-  (``workers_ready``); once the launcher exists it is always kept, so a worker that later turns
-  unready never deletes it.
+  ConfigMap in place); the launcher Job is left out (or, suspended, kept suspended) until every
+  worker pod exists (a gang never starts partially: refused workers never leave a launcher
+  running alone; mpi-operator's ``AtStartup`` creates it at once), under
+  ``WaitForWorkersReady`` until every worker is Ready (``workers_ready``); once the launcher
+  exists it is always kept, so a worker that later turns unready never deletes it. The
+  reconciler suspends and resumes the existing launcher Job to match, re-syncing its
+  scheduling fields on resume (``lattice.controllers.batchjobs``).
+- **Ignored fields** (``IgnoresFields``): ``runPolicy.schedulingPolicy``'s ``minAvailable``,
+  ``queue``, ``minResources`` and ``scheduleTimeoutSeconds`` (no PodGroup: the scheduler gangs
+  the job), each announced by an ``IgnoredField`` Warning Event.
 - **Messages** (``MPIJobMessages``) as mpi-operator words them: a ``MPIJobCreated`` event with
   the Created condition, ``MPIJobRunning`` event "MPIJob <ns>/<name> is running", Suspended
   "MPIJob suspended" / "MPIJob resumed", Running=False "MPIJob <ns>/<name> is suspended.", and a
@@ -74,7 +81,13 @@ from lattice.api.mpijob import MPIJob
 from lattice.frameworks import base as fw
 from lattice.frameworks import mpijob_children
 from lattice.frameworks.demands import pod_demand, template_problems
-from lattice.frameworks.kubeflow import KubeflowStatus, job_priority, priority_problems, validated
+from lattice.frameworks.kubeflow import (
+    KubeflowStatus,
+    ignored_scheduling_fields,
+    job_priority,
+    priority_problems,
+    validated,
+)
 from lattice.frameworks.mpijob_children import (
     OPERATOR_NAME,
     discover_hosts,
@@ -162,6 +175,10 @@ class MPIJobPlugin(KubeflowStatus):
             replica_prefix=f"{name}-worker-",
             suspended=policy.suspend,
         )
+
+    def ignored_fields(self, job: MPIJob) -> list[tuple[str, str]]:
+        """``IgnoresFields``: the PodGroup fields of ``runPolicy.schedulingPolicy``."""
+        return ignored_scheduling_fields(job.spec.run_policy)
 
     def run_policy(self, job: MPIJob) -> fw.RunPolicyView:
         return fw.RunPolicyView(

@@ -3,11 +3,18 @@ with ``hostfile`` and ``discover_hosts.sh``, the ssh key Secret, the worker pods
 launcher Job, with the MPI policy (``lattice.frameworks.policies.mpi``) applied.
 
 Contract (pure; the rules in full are in ``lattice.frameworks.mpijob``):
-- ``children(job, size=, ctx=)``: none at size 0, everything at any size > 0; a function of
+- ``children(job, size=, ctx=)``: everything at any size > 0; at size 0 (suspended, preempted or
+  not admitted yet) what mpi-operator keeps while an MPIJob is suspended: the Service, ConfigMap
+  and Secret, and the launcher Job with ``spec.suspend: true``, but no worker pod. A function of
   (job, size): its ``discover_hosts.sh`` lists every desired worker.
-- ``observed_children``: ``discover_hosts.sh`` lists only the Running workers; the launcher
-  Job is left out until every worker pod exists, under ``WaitForWorkersReady`` until every
-  worker is Ready (``workers_ready``); once it exists it is always kept.
+- ``observed_children``: ``discover_hosts.sh`` lists only the Running workers. At size 0 the
+  kept children are desired only once the job has started (its ConfigMap, Secret or launcher
+  Job exists), and the launcher Job only while it exists: a job that never started creates
+  nothing. At size > 0 a launcher Job that does not exist is left out until every worker pod
+  exists, under ``WaitForWorkersReady`` until every worker is Ready (``workers_ready``); one
+  that exists is always kept, and one that is suspended stays suspended until that same gate
+  opens (the reconciler then re-syncs its scheduling fields and unsuspends it,
+  ``lattice.controllers.batchjobs``).
 - ``hostfile``/``discover_hosts``: the workers' FQDNs (``<host>.<job>.<ns>.svc[.<domain>]``), the
   launcher first with runLauncherAsWorker.
 """
@@ -98,9 +105,7 @@ def workers_ready(job: MPIJob, pods: Sequence[PodView]) -> bool:
 
 
 def children(job: MPIJob, *, size: int, ctx: OperatorContext) -> Children:
-    """Every child at ``size`` (none at 0; see ``lattice.frameworks.mpijob``)."""
-    if size <= 0:
-        return Children()
+    """Every child at ``size`` (at 0 the suspended set; see the module contract)."""
     name, namespace = job.metadata.name or "", job.metadata.namespace
     owner = job_owner(MPIJOB, job.metadata)
     app = {"app": name, MANAGED_LABEL: "true"}
@@ -115,13 +120,18 @@ def children(job: MPIJob, *, size: int, ctx: OperatorContext) -> Children:
     }
     if job.spec.run_launcher_as_worker:
         service["spec"]["publishNotReadyAddresses"] = True
-    pods = tuple(_worker_pod(job, i, owner=owner, ctx=ctx) for i in range(len(workers)))
+    launcher = _launcher_job(job, owner=owner, ctx=ctx)
+    if size <= 0:
+        launcher["spec"]["suspend"] = True
+        pods: tuple[Obj, ...] = ()
+    else:
+        pods = tuple(_worker_pod(job, i, owner=owner, ctx=ctx) for i in range(len(workers)))
     return Children(
         pods=pods,
         services=(service,),
         config_maps=(config,),
         secrets=(secret,),
-        jobs=(_launcher_job(job, owner=owner, ctx=ctx),),
+        jobs=(launcher,),
     )
 
 
@@ -132,13 +142,22 @@ def observed_children(
     pods: Sequence[PodView],
     others: Mapping[str, Mapping[str, Any]],
 ) -> Children:
-    """``discover_hosts.sh`` from the Running workers; the launcher held back until every
-    worker exists (a gang never starts partially: workers the apiserver refuses keep the
-    launcher from running without them), under WaitForWorkersReady until every worker is
-    Ready; kept once it exists."""
+    """``discover_hosts.sh`` from the Running workers; the kept children at size 0 once the job
+    started; the launcher held back (not created, or kept suspended) until every worker exists
+    (a gang never starts partially: workers the apiserver refuses keep the launcher from running
+    without them), under WaitForWorkersReady until every worker is Ready."""
     if not desired.jobs:
         return desired
     name = job.metadata.name or ""
+    launcher_name = f"{name}-launcher"
+    existing = others.get(f"Job/{launcher_name}")
+    if _suspended(desired.jobs):
+        started = existing is not None or any(
+            f"{kind}/{name}{suffix}" in others
+            for kind, suffix in (("ConfigMap", "-config"), ("Secret", "-ssh"))
+        )
+        if not started:
+            return Children()
     workers = {f"{name}-worker-{i}" for i in range(workers_of(job))}
     running = [
         p.name
@@ -153,20 +172,32 @@ def observed_children(
             config_maps.append({**manifest, "data": data})
         else:
             config_maps.append(manifest)
-    jobs = desired.jobs
     waits = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
     live = {p.name for p in pods if p.deletion_timestamp is None}
-    if f"Job/{name}-launcher" not in others and (
-        not workers <= live or (waits and not workers_ready(job, pods))
-    ):
-        jobs = tuple(j for j in jobs if j["metadata"]["name"] != f"{name}-launcher")
+    gate_open = workers <= live and not (waits and not workers_ready(job, pods))
+    jobs: list[Obj] = []
+    for manifest in desired.jobs:
+        if manifest["metadata"]["name"] != launcher_name:
+            jobs.append(manifest)
+        elif existing is None:
+            if gate_open and not _suspended((manifest,)):
+                jobs.append(manifest)
+        elif not gate_open and ((existing.get("spec") or {}).get("suspend") is True):
+            jobs.append({**manifest, "spec": {**manifest["spec"], "suspend": True}})
+        else:
+            jobs.append(manifest)
     return Children(
         pods=desired.pods,
         services=desired.services,
         config_maps=tuple(config_maps),
         secrets=desired.secrets,
-        jobs=jobs,
+        jobs=tuple(jobs),
     )
+
+
+def _suspended(jobs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the desired launcher Jobs are the suspended set (size 0)."""
+    return any((j.get("spec") or {}).get("suspend") is True for j in jobs)
 
 
 def replica_containers(spec: ReplicaSpec | None) -> list[Obj]:

@@ -37,6 +37,10 @@ Contract (see ``lattice.frameworks.base`` for the protocol; facts from training-
   order; failure wins over success). The lead is the Scheduler, or the Worker of a single-worker
   job: the job is running while the lead has an active pod and has succeeded when all lead
   replicas have. Without a lead (MXTune) every pod must run / succeed.
+- **Decided differences from v1.7** (docs/compatibility.md): an ExitCode pod that exited 1-127
+  fails the job (v1.7 marks the job Restarting for ever), and a tuning job without a lead
+  ends when every pod has succeeded (v1.7 never ends it). The ``schedulingPolicy`` PodGroup
+  fields are ignored, each announced by an ``IgnoredField`` Warning Event (``IgnoresFields``).
 - **Run policy.** cleanPodPolicy (each deleted pod's Service goes with it), ttlSecondsAfterFinished,
   activeDeadlineSeconds and backoffLimit, enforced by the reconciler. ExitCode recreations are
   charged to the backoffLimit (each recreated pod counts one failure; see
@@ -70,6 +74,7 @@ from lattice.frameworks.demands import pod_demand, template_problems
 from lattice.frameworks.failures import is_retryable_exit_code
 from lattice.frameworks.kubeflow import (
     KubeflowStatus,
+    ignored_scheduling_fields,
     job_priority,
     priority_problems,
     run_policy_view,
@@ -188,6 +193,10 @@ class MXJobPlugin(KubeflowStatus):
             replica_prefix=child_prefix(name, REPLICA_WORKER),
             suspended=policy.suspend,
         )
+
+    def ignored_fields(self, job: MXJob) -> list[tuple[str, str]]:
+        """``IgnoresFields``: the PodGroup fields of ``runPolicy.schedulingPolicy``."""
+        return ignored_scheduling_fields(job.spec.run_policy)
 
     def run_policy(self, job: MXJob) -> fw.RunPolicyView:
         return run_policy_view(job.spec.run_policy, service_cleanup="WithPods")

@@ -12,6 +12,13 @@ Contract (no I/O, no clock):
 - :func:`refusal_of` reads that condition from a job's exec-status block (the stored shape of
   any kind: Kubeflow ``JobCondition`` or TrainJob's ``metav1.Condition``, both camelCase):
   ``None`` unless it is present, ``False`` and of that reason.
+- The operator refuses a job's spec the same way: a job it judges invalid (its plugin's parse
+  raises ``InvalidJob``, its children cannot be built, or the apiserver refused one as
+  malformed) shows ``Created=False`` with reason ``<Kind>FailedValidation`` (ending in
+  :data:`FAILED_VALIDATION`) and a message naming each field and rule. It is not terminal:
+  the job holds nothing while it shows it (the scheduler writes its stage ``Wrong``), and it is
+  judged again when its spec changes. :func:`invalid_of` reads it (``None`` unless present,
+  ``False`` and of such a reason).
 """
 
 from __future__ import annotations
@@ -23,10 +30,19 @@ from typing import Any
 
 from lattice.primitives.times import parse_opt_time
 
-__all__ = ["CHILD_CREATE_REFUSED", "NAME_CLASH", "Refusal", "refusal_of"]
+__all__ = [
+    "CHILD_CREATE_REFUSED",
+    "FAILED_VALIDATION",
+    "NAME_CLASH",
+    "Refusal",
+    "invalid_of",
+    "refusal_of",
+]
 
 #: Reason of ``Created=False`` while the apiserver refuses a child of the job.
 CHILD_CREATE_REFUSED = "ChildCreateRefused"
+#: The suffix of the reason (``<Kind>FailedValidation``) of ``Created=False`` on an invalid job.
+FAILED_VALIDATION = "FailedValidation"
 #: Reason of the Warning event recorded on the *other* owner of a child name both jobs want.
 NAME_CLASH = "ChildNameClash"
 
@@ -52,4 +68,16 @@ def refusal_of(block: Mapping[str, Any]) -> Refusal | None:
         if since is None:
             return None
         return Refusal(since=since, message=str(cond.get("message") or ""))
+    return None
+
+
+def invalid_of(block: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The invalid-spec condition of exec-status ``block`` (module contract), or ``None``."""
+    for cond in block.get("conditions") or ():
+        if not isinstance(cond, Mapping) or cond.get("type") != "Created":
+            continue
+        reason = cond.get("reason")
+        if cond.get("status") == "False" and isinstance(reason, str):
+            return cond if reason.endswith(FAILED_VALIDATION) else None
+        return None
     return None

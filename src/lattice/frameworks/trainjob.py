@@ -59,8 +59,8 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
   computes ``status.jobsStatus`` as JobSet counts its Jobs. ``activeDeadlineSeconds`` is the
   reconciler's deadline (``DeadlineExceeded``, "TrainJob exceeded its active deadline"), counted
   from the scheduler's admission (``admittedTime``), so it restarts on resume as upstream's does.
-- **Ignored** (``WarnsIgnored``): ``podGroupPolicy.coscheduling``/``volcano``, told once as an
-  ``IgnoredField`` Warning event.
+- **Ignored** (``IgnoresFields``): ``podGroupPolicy.coscheduling``/``volcano``, announced once per
+  generation by an ``IgnoredField`` Warning event.
 
 Capabilities used by the generic reconciler (``lattice.frameworks.base``):
 
@@ -352,5 +352,5 @@ class TrainJobPlugin(KubeflowStatus):
         return status | trainjob_status.restart_counts(job, size=size, pods=pods)
 
     def ignored_fields(self, job: ResolvedJob) -> Sequence[tuple[str, str]]:
-        """``WarnsIgnored``: the runtime fields accepted and ignored (``podGroupPolicy``)."""
+        """``IgnoresFields``: the runtime fields accepted and ignored (``podGroupPolicy``)."""
         return job.ignored

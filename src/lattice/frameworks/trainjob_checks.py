@@ -250,7 +250,7 @@ def ignored_fields(spec: TrainingRuntimeSpec) -> tuple[tuple[str, str], ...]:
     """Runtime fields accepted and ignored, with why: a PodGroup policy (Lattice gangs pods)."""
     group = spec.pod_group_policy
     why = (
-        "is ignored: the Lattice scheduler admits all of a job's pods or none, so no PodGroup "
+        "ignored: Lattice's own scheduler admits all of the job's pods or none, so no PodGroup "
         "is created"
     )
     ignored: list[tuple[str, str]] = []

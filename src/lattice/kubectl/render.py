@@ -198,7 +198,8 @@ def verdict(r: JobRow, now: datetime) -> str:
         return f"It is managed by {r.managed_by}; Lattice neither schedules nor runs it."
     if r.stage == Stage.WRONG:
         detail = r.message or r.last_decision or r.invalid or "no message"
-        return f"It is invalid and will not be scheduled ({r.reason or 'Invalid'}): {detail}"
+        why = f"({r.reason or 'Invalid'}): {detail}"
+        return f"It is invalid and will not be scheduled until its spec is fixed {why}"
     if r.stage == Stage.INIT:
         return (
             "The scheduler has not decided about it yet: check that the operator runs, watches "

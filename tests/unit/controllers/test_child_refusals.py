@@ -15,6 +15,7 @@ import pytest
 from lattice.controllers.children import namespace_gone
 from lattice.controllers.job import refusal_retry
 from lattice.frameworks.mpijob import MPIJobPlugin
+from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.refusals import CHILD_CREATE_REFUSED, refusal_of
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube import Forbidden, NotFound
@@ -22,7 +23,7 @@ from lattice.kube.resources import PODS
 from lattice.primitives.times import parse_opt_time
 from tests.support.matching import Call
 from tests.unit.controllers.harness import NS, World
-from tests.unit.controllers.test_job_reconciler import _trainingjob, mpijob
+from tests.unit.controllers.test_job_reconciler import _trainingjob, mpijob, mxjob
 
 Obj = dict[str, Any]
 NO_CLASS = 'pods "t-worker-0" is forbidden: no PriorityClass with name gold was found'
@@ -175,8 +176,10 @@ async def test_a_priority_beyond_the_cap_makes_an_mpijob_wrong_naming_the_field(
     job["metadata"]["annotations"] = {"lattice.breezeml.ai/priority": str(2**40)}
     w.apply(job, size=3)
     await w.reconcile("pi")
-    failed = w.conditions("pi")["Failed"]
-    assert failed["reason"] == "MPIJobFailedValidation"
+    conds = w.conditions("pi")
+    assert "Failed" not in conds, "an invalid job is not failed: it is judged again"
+    failed = conds["Created"]
+    assert (failed["status"], failed["reason"]) == ("False", "MPIJobFailedValidation")
     assert "metadata.annotations[lattice.breezeml.ai/priority]" in failed["message"]
     assert "1000000000" in failed["message"]
     assert w.names("pods") == []
@@ -196,3 +199,31 @@ def test_refusal_of_reads_only_a_false_refused_created_condition() -> None:
     other = {**refused, "reason": "RuntimeNotFound", "lastTransitionTime": when}
     assert refusal_of({"conditions": [other]}) is None
     assert refusal_of({}) is None
+
+
+@pytest.mark.parametrize("plugin", [MPIJobPlugin(), MXJobPlugin()], ids=["MPIJob", "MXJob"])
+async def test_ignored_scheduling_policy_fields_warn_once_per_generation(plugin: Any) -> None:
+    """Issue 23: the PodGroup fields of runPolicy.schedulingPolicy are ignored (Lattice gangs the
+    job itself); each one is named in a Warning Event IgnoredField, once per generation, after
+    the status write. priorityClass is used, so it is not named."""
+    w = World(plugin)
+    job = mpijob() if isinstance(plugin, MPIJobPlugin) else mxjob()
+    job["spec"].setdefault("runPolicy", {})["schedulingPolicy"] = {
+        "minAvailable": 2,
+        "queue": "q",
+        "priorityClass": "high",
+    }
+    name = job["metadata"]["name"]
+    w.apply(job, size=0)
+    await w.reconcile(name)
+    ignored = [e for e in w.recorder.events if e.reason == "IgnoredField"]
+    assert [(e.type, e.note.split(":")[0]) for e in ignored] == [
+        ("Warning", "spec.runPolicy.schedulingPolicy.minAvailable"),
+        ("Warning", "spec.runPolicy.schedulingPolicy.queue"),
+    ]
+    assert ("patch/status", w.res.kind, name) in w.calls, "after the status write"
+    await w.reconcile(name)
+    assert sum(e.reason == "IgnoredField" for e in w.recorder.events) == 2, "once per generation"
+    w.edit_spec(name, lambda s: s["runPolicy"]["schedulingPolicy"].update(queue="r"))
+    await w.reconcile(name)
+    assert sum(e.reason == "IgnoredField" for e in w.recorder.events) == 4

@@ -327,7 +327,8 @@ async def test_preemption_stops_every_pod_and_never_fails_or_charges() -> None:
 
 async def test_a_job_turned_invalid_while_running_stops_its_pods() -> None:
     """Issue 26: its pods hold capacity the scheduler counts until they are gone, so a job the
-    operator finds invalid while it runs is marked Failed and its pods are stopped."""
+    operator finds invalid while it runs is marked invalid (not Failed) and its pods are
+    stopped; once the spec is fixed it is judged again and runs."""
     w = World(MXJobPlugin())
     w.apply(mxjob(), size=3)
     await w.reconcile("mx")
@@ -341,9 +342,32 @@ async def test_a_job_turned_invalid_while_running_stops_its_pods() -> None:
     w.edit_spec("mx", negative_cpu)
     await w.reconcile("mx")
     assert w.names("pods") == []
-    failed = w.conditions("mx")["Failed"]
-    assert failed["status"] == "True"
-    assert "resources" in failed["message"]
+    conds = w.conditions("mx")
+    assert "Failed" not in conds
+    invalid = conds["Created"]
+    assert (invalid["status"], invalid["reason"]) == ("False", "MXJobFailedValidation")
+    assert "spec.mxReplicaSpecs.Worker.template.spec.containers[0].resources" in invalid["message"]
+    assert conds["Running"]["status"] == "False"
+    assert events(w, "MXJobFailedValidation") == [("Warning", invalid["message"])]
+    # The scheduler holds it at Wrong, with nothing.
+    wrong = terminal_fields(w.job("mx"), w.plugin) or {}
+    assert (wrong.get("stage"), wrong.get("currentSize")) == ("Wrong", 0)
+    w.grant("mx", 0, stage="Wrong")
+    await w.reconcile("mx")
+    assert len(events(w, "MXJobFailedValidation")) == 1, "one event per change"
+
+    def fixed(spec: Obj) -> None:
+        container = spec["mxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+        container["resources"] = {"requests": {"cpu": "2"}}
+
+    w.edit_spec("mx", fixed)
+    await w.reconcile("mx")
+    created = w.conditions("mx")["Created"]
+    assert (created["status"], created["reason"]) == ("True", "MXJobCreated")
+    assert terminal_fields(w.job("mx"), w.plugin) is None, "the scheduler may admit it again"
+    w.grant("mx", 3)
+    await w.reconcile("mx")
+    assert w.names("pods") == MX_PODS
 
 
 async def test_a_job_preempted_before_its_running_condition_was_written_shows_preempted() -> None:
@@ -574,26 +598,122 @@ async def test_suspended_mpijob_creates_nothing_until_resumed() -> None:
     assert len(w.names("pods")) == 2
 
 
-async def test_preempted_mpijob_stops_everything_and_comes_back() -> None:
-    w = World(MPIJobPlugin())
-    w.apply(mpijob(), size=3)
+def _uids(w: World) -> dict[str, str]:
+    """The UIDs of an MPIJob's kept children (Service, ConfigMap, Secret, launcher Job)."""
+    return {
+        f"{plural}/{name}": w.get_obj(plural, name)["metadata"]["uid"]
+        for plural, name in (
+            ("services", "pi"),
+            ("configmaps", "pi-config"),
+            ("secrets", "pi-ssh"),
+            ("jobs", "pi-launcher"),
+        )
+    }
+
+
+async def _started_mpijob(w: World, **spec: Any) -> dict[str, str]:
+    w.apply(mpijob(**spec))
+    w.grant("pi", 3, placement={"pi-launcher": "n1", "pi-worker-0": "n1", "pi-worker-1": "n2"})
     await w.reconcile("pi")
     await w.reconcile("pi")  # the launcher once every worker exists
     running(w, "pi-worker-0", "pi-worker-1")
-    w.set_job_status("pi-launcher", {"active": 1, "ready": 1})
+    w.set_job_status("pi-launcher", {"active": 1, "ready": 1, "startTime": "2026-01-01T00:00:00Z"})
     await w.reconcile("pi")
-    w.grant("pi", 0)
+    assert w.conditions("pi")["Running"]["status"] == "True"
+    return _uids(w)
+
+
+def _launcher_node(w: World) -> list[str]:
+    affinity = w.get_obj("jobs", "pi-launcher")["spec"]["template"]["spec"]["affinity"]
+    terms = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return [f["values"][0] for t in terms["nodeSelectorTerms"] for f in t["matchFields"]]
+
+
+@pytest.mark.parametrize("how", ["user", "scheduler"])
+async def test_mpijob_suspend_resume_keeps_its_children(how: str) -> None:
+    """As mpi-operator v0.8: suspension (the user's, or a preemption by the scheduler) deletes
+    the workers and suspends the launcher Job; the Service, ConfigMap, Secret and launcher Job
+    stay (same UIDs); on resume the launcher Job's scheduling fields are re-synced (it moves to
+    the node of the new placement) and it is unsuspended."""
+    w = World(MPIJobPlugin())
+    uids = await _started_mpijob(w)
+    assert _launcher_node(w) == ["n1"]
+    if how == "user":
+        w.edit_spec("pi", lambda s: s["runPolicy"].update(suspend=True))
+    w.grant("pi", 0, placement={})
+    await w.reconcile("pi")
+    assert w.names("pods") == [], "the workers are deleted"
+    assert _uids(w) == uids, "the Service, ConfigMap, Secret and launcher Job are kept"
+    assert w.get_obj("jobs", "pi-launcher")["spec"]["suspend"] is True
+    conds = w.conditions("pi")
+    assert conds["Running"]["status"] == "False"
+    if how == "user":
+        assert (conds["Suspended"]["reason"], conds["Running"]["reason"]) == (
+            "MPIJobSuspended",
+            "MPIJobSuspended",
+        )
+        assert events(w, "MPIJobSuspended") == [("Normal", "MPIJob suspended")]
+    else:
+        assert (conds["Suspended"]["status"], conds["Suspended"]["reason"]) == ("True", "Preempted")
+    assert "Failed" not in conds
+    # The Job controller stops the launcher's pod; its startTime is cleared so that the pod
+    # template's scheduling fields may change.
+    await w.reconcile("pi")
+    assert "startTime" not in w.get_obj("jobs", "pi-launcher").get("status", {})
+    assert ("patch/status", "Job", "pi-launcher") in w.calls
+    await w.reconcile("pi")
+    assert _uids(w) == uids
+
+    if how == "user":
+        w.edit_spec("pi", lambda s: s["runPolicy"].update(suspend=False))
+    w.grant("pi", 3, placement={"pi-launcher": "n3", "pi-worker-0": "n3", "pi-worker-1": "n2"})
+    await w.reconcile("pi")
+    assert w.get_obj("jobs", "pi-launcher")["spec"]["suspend"] is True, "until the workers exist"
+    await w.reconcile("pi")
+    launcher = w.get_obj("jobs", "pi-launcher")
+    assert launcher["spec"]["suspend"] is False
+    assert _launcher_node(w) == ["n3"], "re-synced to the new placement"
+    assert sorted(w.names("pods")) == ["pi-worker-0", "pi-worker-1"]
+    assert _uids(w) == uids
+    resumed = w.conditions("pi")["Suspended"]
+    assert (resumed["status"], resumed["reason"]) == ("False", "MPIJobResumed")
+
+
+async def test_mpijob_never_started_creates_nothing_at_size_zero() -> None:
+    w = World(MPIJobPlugin())
+    w.apply(mpijob(), size=0)
     await w.reconcile("pi")
     for plural in ("pods", "services", "configmaps", "secrets", "jobs"):
         assert w.names(plural) == [], plural
-    conds = w.conditions("pi")
-    assert (conds["Suspended"]["status"], conds["Suspended"]["reason"]) == ("True", "Preempted")
-    assert "Failed" not in conds
-    w.grant("pi", 3)
+
+
+async def test_mpijob_resume_syncs_the_launchers_scheduling_fields() -> None:
+    """The launcher template's nodeSelector, tolerations and labels edited while suspended
+    reach the launcher Job when it resumes; its other fields are left alone."""
+    w = World(MPIJobPlugin())
+    uids = await _started_mpijob(w)
+    w.edit_spec("pi", lambda s: s["runPolicy"].update(suspend=True))
+    w.grant("pi", 0, placement={})
     await w.reconcile("pi")
     await w.reconcile("pi")
-    assert w.names("jobs") == ["pi-launcher"]
-    assert w.conditions("pi")["Suspended"]["reason"] == "MPIJobResumed"
+
+    def edit(spec: Obj) -> None:
+        spec["runPolicy"]["suspend"] = False
+        template = spec["mpiReplicaSpecs"]["Launcher"]["template"]
+        template.setdefault("metadata", {})["labels"] = {"queue": "b"}
+        template["spec"]["nodeSelector"] = {"pool": "b"}
+        template["spec"]["tolerations"] = [{"key": "b", "operator": "Exists"}]
+
+    w.edit_spec("pi", edit)
+    w.grant("pi", 3, placement={"pi-launcher": "n2", "pi-worker-0": "n2", "pi-worker-1": "n1"})
+    await w.reconcile("pi")
+    await w.reconcile("pi")
+    template = w.get_obj("jobs", "pi-launcher")["spec"]["template"]
+    assert template["metadata"]["labels"]["queue"] == "b"
+    assert template["spec"]["nodeSelector"]["pool"] == "b"
+    assert template["spec"]["tolerations"] == [{"key": "b", "operator": "Exists"}]
+    assert _launcher_node(w) == ["n2"]
+    assert _uids(w) == uids
 
 
 # --- TrainingJob keeps its wording -------------------------------------------------------------
@@ -706,14 +826,24 @@ async def test_a_create_refused_as_malformed_makes_the_job_wrong_instead_of_retr
     w = World(MXJobPlugin())
     w.apply(mxjob(), size=3)
     invalid = Invalid(422, "Invalid", 'Pod "mx-worker-0" is invalid: spec.containers: bad')
-    w.client.fail("create", invalid, plural="pods", name="mx-worker-0", times=None)
+    w.client.fail("create", invalid, plural="pods", name="mx-worker-0", times=1)
     await w.reconcile("mx")
-    assert w.conditions("mx")["Failed"]["status"] == "True"
+    assert "Failed" not in w.conditions("mx")
+    assert w.conditions("mx")["Created"]["reason"] == "MXJobFailedValidation"
     assert w.status("mx")["lattice"] == {"stage": "Running", "currentSize": 3}
     # From which the scheduler, the one writer of the block, writes the job Wrong.
     wrong = terminal_fields(w.job("mx"), w.plugin) or {}
     assert (wrong.get("stage"), wrong.get("reason")) == ("Wrong", "InvalidSpec")
     assert "spec.containers: bad" in wrong["message"]
+    # The same spec is not tried again (the apiserver would refuse it again) ...
+    w.grant("mx", 3)
+    creates = sum(1 for c in w.calls if c[0] == "create")
+    await w.reconcile("mx")
+    assert sum(1 for c in w.calls if c[0] == "create") == creates
+    # ... a changed one is.
+    w.edit_spec("mx", lambda s: s.update(jobMode="MXTrain"))
+    await w.reconcile("mx")
+    assert w.conditions("mx")["Created"]["status"] == "True"
 
 
 # --- what enqueues a job ------------------------------------------------------------------------

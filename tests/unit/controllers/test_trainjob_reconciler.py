@@ -342,4 +342,4 @@ async def test_an_ignored_pod_group_policy_is_told_once_as_a_warning() -> None:
     assert len(warned) == 1
     kind, note = warned[0]
     assert kind == "Warning"
-    assert note.startswith("spec.podGroupPolicy.volcano is ignored")
+    assert note.startswith("spec.podGroupPolicy.volcano: ignored")

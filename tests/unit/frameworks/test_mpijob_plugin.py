@@ -402,8 +402,17 @@ def test_run_policy_leaves_ttl_deadline_and_backoff_to_the_launcher_job() -> Non
 # --------------------------------------------------------------------------- children: pi
 
 
-def test_size_zero_has_no_children() -> None:
-    assert children(pi(), size=0) == Children()
+def test_size_zero_is_the_suspended_set() -> None:
+    """What mpi-operator keeps while an MPIJob is suspended: no worker pod, the launcher Job
+    suspended."""
+    kids = children(pi(), size=0)
+    assert kids.pods == ()
+    assert [s["metadata"]["name"] for s in kids.services] == ["pi"]
+    assert [c["metadata"]["name"] for c in kids.config_maps] == ["pi-config"]
+    assert [s["metadata"]["name"] for s in kids.secrets] == ["pi-ssh"]
+    assert [j["metadata"]["name"] for j in kids.jobs] == ["pi-launcher"]
+    assert kids.jobs[0]["spec"]["suspend"] is True
+    assert "suspend" not in children(pi(), size=3).jobs[0]["spec"]
 
 
 def test_pi_worker_pods() -> None:
@@ -986,8 +995,29 @@ def test_an_existing_launcher_is_kept_when_a_worker_turns_unready() -> None:
     assert [j["metadata"]["name"] for j in kids.jobs] == ["pi-launcher"]
 
 
-def test_observed_children_at_size_zero_is_nothing() -> None:
+def test_observed_children_at_size_zero_is_nothing_before_the_job_started() -> None:
     assert observed(pi(), [worker(0)], size=0) == Children()
+
+
+def test_observed_children_at_size_zero_keep_what_exists_suspended() -> None:
+    kids = observed(pi(), [], others=launcher(active=1), size=0)
+    assert [j["metadata"]["name"] for j in kids.jobs] == ["pi-launcher"]
+    assert kids.jobs[0]["spec"]["suspend"] is True
+    assert (len(kids.services), len(kids.config_maps), len(kids.secrets)) == (1, 1, 1)
+    assert kids.config_maps[0]["data"]["discover_hosts.sh"] == "#!/bin/sh\n"
+    started = {"ConfigMap/pi-config": {"metadata": {"name": "pi-config"}}}
+    kept = observed(pi(), [], others=started, size=0)
+    assert kept.jobs == (), "a launcher Job that does not exist is not created while suspended"
+    assert len(kept.secrets) == 1
+
+
+def test_a_suspended_launcher_stays_suspended_until_every_worker_exists() -> None:
+    suspended = launcher()
+    suspended["Job/pi-launcher"]["spec"] = {"suspend": True}
+    held = observed(pi(), [worker(0)], others=suspended)
+    assert held.jobs[0]["spec"]["suspend"] is True
+    resumed = observed(pi(), [worker(0), worker(1)], others=suspended)
+    assert "suspend" not in resumed.jobs[0]["spec"]
 
 
 def test_mpi_operator_wording() -> None:

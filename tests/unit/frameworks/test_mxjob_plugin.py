@@ -780,6 +780,29 @@ def failed_message(n: int, rtype: str) -> str:
         pytest.param(
             "ExitCode",
             3,
+            [pod("scheduler"), pod("server"), pod("worker", phase="Failed", code=130)],
+            Progress(
+                replicas=counts(Scheduler=(1, 0, 0), Server=(1, 0, 0), Worker=(0, 0, 1)),
+                running=True,
+                restarting=True,
+                recreate=("mxnet-job-worker-0",),
+            ),
+            id="ExitCode: 130 (SIGINT) is retryable: recreates the pod",
+        ),
+        pytest.param(
+            "ExitCode",
+            3,
+            [pod("scheduler"), pod("server"), pod("worker", phase="Failed", code=1)],
+            Progress(
+                replicas=counts(Scheduler=(1, 0, 0), Server=(1, 0, 0), Worker=(0, 0, 1)),
+                failed=failed_message(1, "Worker"),
+                failed_reason=FAILED,
+            ),
+            id="ExitCode: 1 is permanent: fails the job (v1.7 leaves it Restarting)",
+        ),
+        pytest.param(
+            "ExitCode",
+            3,
             [
                 pod("scheduler"),
                 pod("server"),

@@ -444,7 +444,20 @@ def test_invalid_job_is_skipped_with_the_problems() -> None:
     [
         pytest.param({"stage": "Running"}, {}, False, id="running"),
         pytest.param({"stage": "Completed"}, {}, True, id="completed stage"),
-        pytest.param({"stage": "Wrong"}, {}, True, id="wrong stage"),
+        pytest.param({"stage": "Wrong"}, {}, False, id="wrong stage alone: judged again"),
+        pytest.param(
+            {
+                "stage": "Wrong",
+                "execStatus": {
+                    "conditions": [
+                        {"type": "Created", "status": "False", "reason": "XFailedValidation"}
+                    ]
+                },
+            },
+            {},
+            True,
+            id="shown invalid",
+        ),
         pytest.param(
             {
                 "stage": "Running",
@@ -481,6 +494,13 @@ def test_finished(status: Obj, meta: Obj, finished: bool) -> None:
     view = job_view("FakeJob", FakePlugin(), obj, [], GPU)
     assert isinstance(view, JobView)
     assert view.finished is finished
+
+
+def test_a_wrong_job_no_longer_shown_invalid_is_read_as_new() -> None:
+    """Issue 23: an invalid job is judged again once fixed; the core re-checks it as new."""
+    view = job_view("FakeJob", FakePlugin(), job_obj("a", status={"stage": "Wrong"}), [], GPU)
+    assert isinstance(view, JobView)
+    assert (view.stage, view.finished) == ("", False)
 
 
 def test_pending_since_counts_only_pods_kube_scheduler_reports_unschedulable() -> None:

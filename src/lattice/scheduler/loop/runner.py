@@ -48,6 +48,7 @@ from lattice.scheduler.loop.options import LoopServices, LoopSources, LoopTuning
 from lattice.scheduler.loop.policy import Candidate, WriteTiming, choose_writes
 from lattice.scheduler.loop.ranking import Ranking
 from lattice.scheduler.loop.snapshot import status_fields, utc_now
+from lattice.scheduler.loop.terminal import INVALID_SPEC
 from lattice.scheduler.loop.triggers import Triggers
 from lattice.scheduler.loop.writer import Writer
 
@@ -326,6 +327,8 @@ class SchedulerLoop:
         )
         if entry.memo.terminal is not None:
             fields.update(entry.memo.terminal)
+        elif entry.memo.block.get("reason") == INVALID_SPEC:
+            fields.update(reason=None, message=None)  # judged valid again
         log.debug(
             "scheduler.write",
             job=view.key,

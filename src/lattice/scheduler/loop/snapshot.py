@@ -11,14 +11,18 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   reproduces it.
 - Nodes: :mod:`~lattice.scheduler.loop.nodes`.
 - :func:`read_job` / :func:`job_view`: parse through the plugin (``InvalidJob`` ->
-  :class:`Invalid`, which the loop does not schedule: the kind reconciler records a Failed
-  condition, from which the loop writes stage Wrong; ``JobNotReady``, e.g. a TrainJob whose
+  :class:`Invalid`, which the loop does not schedule: the kind reconciler records the
+  invalid-spec condition (``refusals.invalid_of``), from which the loop writes stage Wrong;
+  ``JobNotReady``, e.g. a TrainJob whose
   runtime does not exist yet, is skipped likewise while the reconciler shows it waiting); the
   scheduler state is read at ``plugin.scheduling_path`` (missing fields take the ``JobView``
   defaults).
-  ``finished``: stage Completed, Wrong or Cancelled, a True ``Succeeded``/``Failed``/``Complete``
-  condition in the ``conditions`` list at ``plugin.exec_path``, or a deletion in progress (a job
-  being deleted holds nothing). Demand (priority, sizes, units, per-pod demands, suspended)
+  ``finished``: stage Completed or Cancelled, the invalid-spec condition or a True
+  ``Succeeded``/``Failed``/``Complete`` condition in the ``conditions`` list at
+  ``plugin.exec_path``, or a deletion in progress (a job being deleted holds nothing). Stage
+  Wrong alone is not finished: such a job (fixed since, or found Wrong by the core's own
+  checks) is read as a new one and judged again. Demand (priority, sizes, units, per-pod
+  demands, suspended)
   comes from ``plugin.demand``, and so does the :class:`Naming` of the job's pods (fixed pods
   by ``Demand.fixed_names``, replica ``i`` as ``replica_prefix + i``). ``placement``: the
   persisted ``placement`` map (child name -> node) read by those names for pods
@@ -60,7 +64,7 @@ from lattice.frameworks.base import (
     OperatorContext,
     PinsInputs,
 )
-from lattice.frameworks.refusals import refusal_of
+from lattice.frameworks.refusals import invalid_of, refusal_of
 from lattice.primitives.paths import get_path
 from lattice.primitives.times import format_micro_time, parse_opt_time
 from lattice.runtime.projections import PodInfo
@@ -155,9 +159,13 @@ def is_finished(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> bool:
     """Finished stage, a terminal exec condition, or a deletion in progress."""
     if (obj.get("metadata") or {}).get("deletionTimestamp"):
         return True
-    if get_path(obj, plugin.scheduling_path).get("stage") in FINISHED_STAGES:
+    block = get_path(obj, plugin.exec_path)
+    if invalid_of(block) is not None:
+        return True  # judged invalid: it holds nothing until its spec is fixed
+    stage = get_path(obj, plugin.scheduling_path).get("stage")
+    if stage in FINISHED_STAGES and stage != Stage.WRONG:
         return True
-    conditions = get_path(obj, plugin.exec_path).get("conditions")
+    conditions = block.get("conditions")
     if not isinstance(conditions, list):
         return False
     return any(
@@ -206,6 +214,9 @@ def read_job(
     state = get_path(obj, plugin.scheduling_path)
     stage = state.get("stage")
     stage = stage if isinstance(stage, str) else ""
+    finished = is_finished(obj, plugin)
+    if stage == Stage.WRONG and not finished:
+        stage = Stage.NEW  # no longer judged invalid: judged again, as a new job
     size = _int(state.get("currentSize"))
     refusal = refusal_of(get_path(obj, plugin.exec_path))
     view = JobView(
@@ -231,7 +242,7 @@ def read_job(
         service_updated_at=parse_opt_time(state.get("serviceUpdatedTime")),
         admitted_time=parse_opt_time(state.get("admittedTime")),
         suspended=demand.suspended,
-        finished=is_finished(obj, plugin),
+        finished=finished,
         preemptible_within_priority=demand.preemptible_within_priority
         or (meta.get("annotations") or {}).get(ANNOTATION_CHECKPOINTING) == "true",
         fixed_demands=demand.fixed_demands or _from_units(demand.fixed_pods, ctx),
