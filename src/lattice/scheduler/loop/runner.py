@@ -63,6 +63,7 @@ STAGE_LABELS: tuple[str, ...] = (
     Stage.REQUEUE_COOLDOWN,
     Stage.COMPLETED,
     Stage.WRONG,
+    Stage.FAILED,
     "Cancelled",
 )
 

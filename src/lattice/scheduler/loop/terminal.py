@@ -8,7 +8,9 @@ reconciler (the one writer of the conditions at ``plugin.exec_path``) recorded:
   ``Complete`` condition. Otherwise it is the fields to persist: ``stage`` ``Wrong`` when the
   terminal condition is a ``Failed`` with a reason ending in ``FailedValidation`` (the
   reconciler could not parse or build the job), with ``reason`` ``InvalidSpec`` and the
-  condition's message; else ``Completed``, with ``completionTime`` the exec block's
+  condition's message; ``Failed`` when it is a ``Failed`` with reason ``RequeueLimitExceeded``
+  (the stage the scheduler set, kept), with that reason, the condition's message and the
+  completion time below; else ``Completed``, with ``completionTime`` the exec block's
   ``completionTime`` (else the condition's ``lastTransitionTime``). ``currentSize`` is 0 and
   ``placement`` null (removed) in both: a finished job holds nothing.
 - :func:`terminal_pending` tells whether the persisted block still lacks any of those values.
@@ -21,7 +23,7 @@ from typing import Any
 
 from lattice.frameworks.base import JobPlugin
 from lattice.primitives.paths import get_path
-from lattice.scheduler.core import Stage
+from lattice.scheduler.core import REQUEUE_LIMIT_EXCEEDED, Stage
 from lattice.scheduler.loop.snapshot import TERMINAL_CONDITIONS
 
 __all__ = ["INVALID_SPEC", "terminal_fields", "terminal_pending"]
@@ -58,6 +60,23 @@ def terminal_fields(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> dict[str,
             "message": str(wrong.get("message") or ""),
         }
     completion = block.get("completionTime") or done[0].get("lastTransitionTime")
+    limit = next(
+        (
+            c
+            for c in done
+            if c.get("type") == "Failed" and c.get("reason") == REQUEUE_LIMIT_EXCEEDED
+        ),
+        None,
+    )
+    if limit is not None:
+        return {
+            "stage": str(Stage.FAILED),
+            "currentSize": 0,
+            "placement": None,
+            "reason": REQUEUE_LIMIT_EXCEEDED,
+            "message": str(limit.get("message") or ""),
+            "completionTime": completion if isinstance(completion, str) else None,
+        }
     return {
         "stage": str(Stage.COMPLETED),
         "currentSize": 0,
