@@ -119,6 +119,15 @@ class Settings(BaseModel):
             "capacity"
         ),
     )
+    requeue_limit: int | None = Field(
+        None,
+        ge=0,
+        description=(
+            "how many times a job may be requeued (pods pending past the pending timeout, "
+            "children refused); the next time it fails with reason RequeueLimitExceeded, "
+            "quoting kube-scheduler's last message, as Kueue's backoffLimitCount. Unset: no limit"
+        ),
+    )
     cooldown_base: float = Field(60.0, gt=0, description="first requeue cooldown")
     cooldown_max: float = Field(10800.0, gt=0, description="cap of the exponential cooldown")
     slowdown_limit: float = Field(
@@ -201,6 +210,7 @@ FIELDS: tuple[SettingDoc, ...] = (
     _doc("resize_interval", "LATTICE_RESIZE_INTERVAL"),
     _doc("pending_timeout", "LATTICE_PENDING_TIMEOUT"),
     _doc("child_refusal_timeout", "LATTICE_CHILD_REFUSAL_TIMEOUT"),
+    _doc("requeue_limit", "LATTICE_REQUEUE_LIMIT"),
     _doc("cooldown_base", "LATTICE_COOLDOWN_BASE"),
     _doc("cooldown_max", "LATTICE_COOLDOWN_MAX"),
     _doc("slowdown_limit", "LATTICE_SLOWDOWN_LIMIT"),

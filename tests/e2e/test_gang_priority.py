@@ -156,6 +156,18 @@ def test_gangs_share_capacity_and_priority_preempts_a_whole_mpijob(
         assert not (mpi.get("mpi")["spec"].get("runPolicy") or {}).get("suspend"), "untouched"
         event = mpi.wait_event("mpi", "Preempted")
         assert event["note"] == f"Preempted by {namespace}/mx (priority 10)", event["note"]
+        # What kubectl shows (issue 25): never STATE Running, and the scheduler's columns.
+        wide = crds_installed.kubectl("get", "mpijob", "mpi", "-n", namespace, "-o", "wide")
+        header, row = wide.splitlines()
+        shown = dict(zip(header.split(), row.split(), strict=True))
+        assert {k: shown[k] for k in ("STATE", "STAGE", "SIZE", "MIN", "MAX", "PRIORITY")} == {
+            "STATE": "Suspended",
+            "STAGE": "Waiting",
+            "SIZE": "0",
+            "MIN": "5",
+            "MAX": "5",
+            "PRIORITY": "1",
+        }, shown
 
         # 4. mx finishes; mpi comes back as a gang, runs a new launcher and succeeds.
         for pod in mx.pods("mx"):

@@ -32,6 +32,10 @@ def _port(value: Any) -> str:
     return f":{value}"
 
 
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 #: chart value path -> (Settings field, how the operator reads the value the chart passes).
 MAPPED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "monitorNamespace": ("namespaces", _csv),
@@ -40,6 +44,7 @@ MAPPED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "operator.queueingStrategy": ("queueing_strategy", str),
     "operator.pendingTimeout": ("pending_timeout", parse_seconds),
     "operator.childRefusalTimeout": ("child_refusal_timeout", parse_seconds),
+    "operator.requeueLimit": ("requeue_limit", _opt_int),
     "operator.cooldownBase": ("cooldown_base", parse_seconds),
     "operator.cooldownMax": ("cooldown_max", parse_seconds),
     "operator.resizeInterval": ("resize_interval", parse_seconds),

@@ -16,7 +16,13 @@ import pytest
 from lattice import kube
 from lattice.frameworks.base import OperatorContext
 from lattice.kubectl import commands
-from lattice.kubectl.render import QUEUE_HEADER, explain_text, queue_table, verdict
+from lattice.kubectl.render import (
+    QUEUE_HEADER,
+    SCHEDULER_REASONS,
+    explain_text,
+    queue_table,
+    verdict,
+)
 from lattice.kubectl.rows import (
     JOB_KINDS,
     JobRow,
@@ -298,6 +304,10 @@ def test_verdicts_per_stage() -> None:
         "It is invalid and will not be scheduled until its spec is fixed (InvalidSpec): bad name"
     )
     assert "finished" in verdict(row("a", stage="Completed"), NOW)
+    limit = "requeued 2 times for pods that could not start (limit 2); pending again for 5m0s"
+    failed = verdict(row("a", stage="Failed", reason="RequeueLimitExceeded", message=limit), NOW)
+    assert failed.startswith(f"It failed (RequeueLimitExceeded): {limit}. The scheduler no longer")
+    assert "RequeueLimitExceeded" in SCHEDULER_REASONS, "explain lists it with the scheduler's"
 
 
 def test_explain_text_lists_fields_the_jobs_ahead_and_events_newest_last() -> None:

@@ -94,6 +94,7 @@ class Stage(StrEnum):
     REQUEUE_COOLDOWN = "RequeueCooldown"
     WRONG = "Wrong"
     CANCELLED = "Cancelled"
+    FAILED = "Failed"
 
 
 def managed_by(controller: str) -> ConfigDict:
@@ -272,7 +273,8 @@ class SchedulingStatus(K8sModel):
     """What the Lattice scheduler decided for the job, and when."""
 
     stage: Stage | None = None
-    """Scheduler stage: "" (new), Waiting, Running, Completed, RequeueCooldown, Wrong, Cancelled."""
+    """Scheduler stage: "" (new), Waiting, Running, Completed, RequeueCooldown, Wrong, Cancelled,
+    Failed (requeued more often than the operator's requeue limit allows)."""
     current_size: int | None = Field(None, ge=0)
     """Number of workers (nodes) the scheduler granted; 0 while waiting."""
     submit_time: MicroTime | None = None
@@ -305,7 +307,7 @@ class SchedulingStatus(K8sModel):
     last_decision: str | None = None
     """Reason of the scheduler's last decision about this job."""
     reason: str | None = None
-    """Machine-readable reason the job is Wrong or Waiting."""
+    """Machine-readable reason the job is Wrong, Failed (RequeueLimitExceeded) or Waiting."""
     message: str | None = None
     """Human-readable explanation of reason."""
     placement: dict[str, str] | None = None
@@ -313,6 +315,12 @@ class SchedulingStatus(K8sModel):
     Job of an MPI launcher) to node name. Scheduler-owned, like every field of this block: the
     reconciler binds each named child to its node and creates no pod missing from it while it is
     set. Unset while the job holds nothing."""
+    priority: int | None = None
+    """The job's priority as the scheduler reads it (spec, priorityClass or annotation)."""
+    min_size: int | None = Field(None, ge=0)
+    """The fewest pods (counted as the scheduler's size) the job runs with."""
+    max_size: int | None = Field(None, ge=0)
+    """The most pods (counted as the scheduler's size) the job can use."""
 
 
 class KubeflowJobStatus(JobStatus):

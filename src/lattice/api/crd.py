@@ -103,14 +103,34 @@ class CRDDescriptor:
 
 
 _AGE = PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp")
+
+
+def _scheduler_columns(block: str) -> tuple[PrinterColumn, ...]:
+    """Stage and size, then (``-o wide``) min, max, priority and queue position, read from the
+    scheduler block at ``block`` (the scheduler writes min, max and priority there, since a
+    Kubeflow job's are computed from its replicas, elasticPolicy and priorityClass)."""
+    return (
+        PrinterColumn(
+            name="Stage",
+            type="string",
+            json_path=f"{block}.stage",
+            description="Lattice scheduler stage",
+        ),
+        PrinterColumn(name="Size", type="integer", json_path=f"{block}.currentSize"),
+        PrinterColumn(name="Min", type="integer", json_path=f"{block}.minSize", priority=1),
+        PrinterColumn(name="Max", type="integer", json_path=f"{block}.maxSize", priority=1),
+        PrinterColumn(name="Priority", type="integer", json_path=f"{block}.priority", priority=1),
+        PrinterColumn(
+            name="Position", type="integer", json_path=f"{block}.queuePosition", priority=1
+        ),
+    )
+
+
+# State: the last condition changed, as upstream shows it; the reconciler appends Suspended
+# last when the scheduler preempts a job, so a preempted job never shows Running.
 _KUBEFLOW_COLUMNS = (
     PrinterColumn(name="State", type="string", json_path=".status.conditions[-1:].type"),
-    PrinterColumn(
-        name="Stage",
-        type="string",
-        json_path=".status.lattice.stage",
-        description="Lattice scheduler stage",
-    ),
+    *_scheduler_columns(".status.lattice"),
     _AGE,
 )
 

@@ -25,6 +25,7 @@ from pydantic.config import JsonDict
 from lattice.api.base import CustomResourceWithStatus, K8sModel
 from lattice.api.common import (
     CleanPodPolicy,
+    JobCondition,
     JobStatus,
     ReplicaSpec,
     RestartPolicy,
@@ -32,7 +33,7 @@ from lattice.api.common import (
     SchedulingStatus,
     while_running,
 )
-from lattice.api.schema import cel_rule, validations
+from lattice.api.schema import cel_rule, list_map, validations
 
 __all__ = [
     "MAX_PRIORITY",
@@ -111,6 +112,10 @@ class TrainingJobStatus(SchedulingStatus):
 
     exec_status: JobStatus | None = None
     """Kubeflow job status of the pods the operator runs for the granted size."""
+    conditions: list[JobCondition] | None = Field(None, json_schema_extra=list_map("type"))
+    """The Kubeflow conditions of execStatus (Created, Running, Restarting, Suspended,
+    Succeeded, Failed), copied by the operator so that ``kubectl wait
+    --for=condition=Succeeded`` works as on the Kubeflow kinds."""
 
 
 _FIRST = "spec.replicaSpecs.template.spec.containers"

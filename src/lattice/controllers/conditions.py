@@ -21,13 +21,16 @@ from the plugin's :class:`Messages`.
   (``lattice.frameworks.refusals``: the scheduler requeues a job refused for too long).
 - ``mark_finished``: ``Failed`` or ``Succeeded``, preceded, for a kind that words it, by
   ``Running=False`` on a job never Running.
+- ``mark_requeue_limit``: the scheduler's stage ``Failed`` (its requeue limit) as ``Failed=True``
+  with the scheduler block's reason and message, ``completionTime``, and a Warning event.
 - ``mark_restarting``: ``Restarting=True`` and an ``ExitedWithCode`` event per recreated pod
   the kind words.
 - ``mark_running``: ``Running=True`` (an event when it turns True and the kind words one).
 - ``suspension``: the user's ``suspend``: ``Suspended=True`` and ``Running=False`` with reason
   ``<Kind>Suspended`` (``startTime`` cleared), and ``Suspended=False``/``<Kind>Resumed`` after.
 - ``preemption``: a started job the scheduler stopped shows ``Suspended=True``/``Preempted``
-  (kinds whose ``preempted_condition`` is ``Suspended``) and ``Running=False``/``<Kind>Waiting``;
+  (kinds whose ``preempted_condition`` is ``Suspended``; set after ``Running=False``/
+  ``<Kind>Waiting``, so the State column, the last condition, never shows Running);
   ``Suspended=False``/``<Kind>Resumed`` once it holds replicas again.
 """
 
@@ -38,6 +41,8 @@ from collections.abc import Sequence
 from lattice.controllers.jobstatus import PREEMPTED, Step, condition_reason, condition_true
 from lattice.frameworks.base import InvalidJob, JobNotReady, Messages, PodView
 from lattice.frameworks.refusals import CHILD_CREATE_REFUSED, FAILED_VALIDATION
+from lattice.primitives.times import format_time
+from lattice.scheduler.core import REQUEUE_LIMIT_EXCEEDED
 
 __all__ = [
     "CREATED",
@@ -49,6 +54,7 @@ __all__ = [
     "mark_finished",
     "mark_invalid",
     "mark_not_ready",
+    "mark_requeue_limit",
     "mark_restarting",
     "mark_running",
     "preemption",
@@ -145,6 +151,23 @@ def mark_finished(step: Step, words: Messages, *, failed: str | None, reason: st
         step.counters.append(SUCCESSFUL)
 
 
+def mark_requeue_limit(step: Step, words: Messages) -> None:
+    """The scheduler failed the job for its requeue limit (its stage ``Failed``): ``Failed``
+    with the scheduler block's reason (``RequeueLimitExceeded``) and message, ``Running=False``
+    on a job never Running, and a Warning event, whatever the kind's failure event type."""
+    if condition_true(step.exec, "Failed"):
+        return
+    kind = words.kind
+    reason = str(step.sched.get("reason") or REQUEUE_LIMIT_EXCEEDED)
+    message = str(step.sched.get("message") or step.sched.get("lastDecision") or reason)
+    if not any(c.get("type") == "Running" for c in step.exec.get("conditions") or ()):
+        step.condition("Running", False, f"{kind}Running", message)
+    step.condition("Failed", True, reason, message)
+    step.events.append(("Warning", reason, message))
+    step.counters.append(FAILED)
+    step.exec.setdefault("completionTime", format_time(step.now))
+
+
 def mark_restarting(step: Step, words: Messages, recreated: Sequence[PodView]) -> None:
     kind, ns, name = words.kind, step.ref.namespace, step.ref.name
     for pod in recreated:
@@ -197,9 +220,10 @@ def preemption(
     )
     if size == 0 and not suspended and started:
         msg = f"{kind} {ref.namespace}/{ref.name} holds no replicas: waiting for the scheduler."
+        # Suspended goes last: the State column shows the last condition changed.
+        step.condition("Running", False, f"{kind}Waiting", msg)
         if shows == "Suspended":
             step.condition("Suspended", True, PREEMPTED, msg)
-        step.condition("Running", False, f"{kind}Waiting", msg)
     elif size > 0 and preempted:
         msg = f"{kind} {ref.namespace}/{ref.name} is resumed by the scheduler."
         step.condition("Suspended", False, f"{kind}Resumed", msg)

@@ -12,7 +12,10 @@ Contract (level-triggered; the key is ``namespace/name``; each step's policy is 
    change; the next reconcile (runtime events re-enqueue the job) starts it once the input
    resolves.
 3. A finished job (Succeeded or Failed condition) is cleaned up per ``cleanPodPolicy`` and
-   deleted ``ttlSecondsAfterFinished`` after its completion (``finished``).
+   deleted ``ttlSecondsAfterFinished`` after its completion (``finished``). A job the
+   scheduler failed for its requeue limit (stage ``Failed``) gets its ``Failed`` condition
+   (``conditions.mark_requeue_limit``) and, once that is written, loses every pod and Service
+   at once, as a job past its deadline or backoffLimit does.
 4. An invalid job's live pods are stopped once its status is written (its pods hold capacity
    until they are gone). One judged invalid after its parse (its children cannot be built, or
    the apiserver refused one as malformed) waits for a new spec: it is held while its
@@ -66,6 +69,7 @@ from lattice.controllers.conditions import (
     mark_finished,
     mark_invalid,
     mark_not_ready,
+    mark_requeue_limit,
     mark_restarting,
     mark_running,
     preemption,
@@ -111,6 +115,7 @@ from lattice.runtime.expectations import Expectations
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import FRAMEWORKS, Metrics
 from lattice.runtime.projections import ObjectInfo, PodInfo
+from lattice.scheduler.core import Stage
 
 __all__ = [
     "IGNORED_FIELD",
@@ -268,6 +273,14 @@ class JobReconciler:
                 requeue = await self._cleanup.finished(step, self.plugin.run_policy(job))
             elif (held := self._held(step, meta)) is not None:
                 return held
+            elif step.sched.get("stage") == Stage.FAILED:
+                # The scheduler's requeue limit: failed, and stopped as the run policy's limits
+                # stop a job (the scheduler released its capacity; its pods never all started).
+                mark_requeue_limit(step, self._words)
+                await self._status.write(step)
+                live = [p for p in self._owned.pods(ref) if p.deletion_timestamp is None]
+                await self._cleanup.stop_all(step, live)
+                requeue = None
             else:
                 requeue = await self._active(step, job, ctx, pinned)
         except PLUGIN_BUGS as exc:

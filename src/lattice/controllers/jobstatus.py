@@ -10,8 +10,11 @@ conditions, replica statuses, start and completion times; for the Kubeflow kinds
 ``status`` but ``status.lattice``), the scheduler of the block at ``plugin.scheduling_path``.
 :func:`status_after` builds the reconciler's new ``status`` with the cached scheduler block left
 as it was, so its merge patch never touches a scheduler field and needs no resourceVersion
-precondition. :class:`ReadBack` keeps what that precondition guarded: a reconcile never works
-from a version older than the reconciler's own last write.
+precondition; a kind whose exec block is not ``status`` itself (TrainingJob's
+``status.execStatus``) also gets a copy of its conditions at ``status.conditions``, where
+``kubectl wait --for=condition=...`` reads them (the reconciler is their one writer too).
+:class:`ReadBack` keeps what that precondition guarded: a reconcile never works from a version
+older than the reconciler's own last write.
 """
 
 from __future__ import annotations
@@ -255,6 +258,13 @@ def status_after(obj: Mapping[str, Any], plugin: JobPlugin[Any], exec_block: Obj
         key=lambda pb: len(pb[0]),
     ):
         new = with_path(new, path, block)
+    if tuple(plugin.exec_path) != ("status",):
+        # Shown where kubectl wait --for=condition reads them (TrainingJob: status.conditions).
+        conditions = exec_block.get("conditions")
+        if conditions:
+            new["conditions"] = copy.deepcopy(conditions)
+        else:
+            new.pop("conditions", None)
     return new
 
 

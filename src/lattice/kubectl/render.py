@@ -32,6 +32,7 @@ import yaml
 from lattice.api import Stage, format_time
 from lattice.kubectl.rows import JobRow, text
 from lattice.primitives.times import parse_opt_time
+from lattice.scheduler.core import REQUEUE_LIMIT_EXCEEDED
 from lattice.scheduler.core import events as scheduler_events
 from lattice.scheduler.core.events import format_duration
 
@@ -64,7 +65,7 @@ SCHEDULER_REASONS = frozenset(
         scheduler_events.CooldownOver,
         scheduler_events.Suspended,
     )
-)
+) | {REQUEUE_LIMIT_EXCEEDED}
 
 NONE = "-"
 #: ``explain`` lists at most this many of the jobs ahead (the closest ones).
@@ -227,6 +228,12 @@ def verdict(r: JobRow, now: datetime) -> str:
         )
     if r.stage == Stage.RUNNING:
         return f"It runs with size {r.size}: {r.last_decision or 'no decision recorded'}"
+    if r.stage == Stage.FAILED:
+        detail = r.message or r.last_decision or "no message"
+        return (
+            f"It failed ({r.reason or REQUEUE_LIMIT_EXCEEDED}): {detail}. The scheduler no "
+            "longer considers it; find out why kube-scheduler refused its pods, then recreate it."
+        )
     if r.stage == Stage.COMPLETED:
         return "It has finished; the scheduler no longer considers it."
     return f"Stage {r.stage}: {r.last_decision or r.message or 'no decision recorded'}"

@@ -187,6 +187,8 @@ class PodInfo:
     deletion_timestamp: datetime | None
     #: The node the pod's required node affinity binds it to (``primitives.binding``), if any.
     bound_node: str | None = None
+    #: kube-scheduler's message while ``unschedulable`` (``0/8 nodes are available: ...``).
+    unschedulable_message: str = ""
 
     @property
     def key(self) -> str:
@@ -243,6 +245,7 @@ def _pod_info(obj: Obj, prefixes: tuple[str, ...]) -> PodInfo:
     ready = False
     unschedulable = False
     since = None
+    message = ""
     disruption = None
     for cond in status.get("conditions") or ():
         ctype = cond.get("type")
@@ -252,6 +255,7 @@ def _pod_info(obj: Obj, prefixes: tuple[str, ...]) -> PodInfo:
             if cond.get("status") == "False" and cond.get("reason") == "Unschedulable":
                 unschedulable = True
                 since = _time(cond.get("lastTransitionTime"))
+                message = str(cond.get("message") or "")
         elif ctype == "DisruptionTarget" and cond.get("status") == "True":
             disruption = _opt(cond.get("reason"))
     return PodInfo(
@@ -275,6 +279,7 @@ def _pod_info(obj: Obj, prefixes: tuple[str, ...]) -> PodInfo:
         creation_timestamp=_time(meta.get("creationTimestamp")),
         deletion_timestamp=_time(meta.get("deletionTimestamp")),
         bound_node=_opt(bound_node(spec)),
+        unschedulable_message=message,
     )
 
 

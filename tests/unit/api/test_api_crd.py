@@ -128,6 +128,11 @@ def test_kubeflow_printer_columns(kind: str) -> None:
     assert _columns(kind) == [
         ("State", ".status.conditions[-1:].type", 0),
         ("Stage", ".status.lattice.stage", 0),
+        ("Size", ".status.lattice.currentSize", 0),
+        ("Min", ".status.lattice.minSize", 1),
+        ("Max", ".status.lattice.maxSize", 1),
+        ("Priority", ".status.lattice.priority", 1),
+        ("Position", ".status.lattice.queuePosition", 1),
         ("Age", ".metadata.creationTimestamp", 0),
     ]
 

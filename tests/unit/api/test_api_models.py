@@ -192,6 +192,9 @@ def test_scheduling_status_is_flat_on_trainingjob_and_nested_on_kubeflow_kinds()
         "reason",
         "message",
         "placement",
+        "priority",
+        "min_size",
+        "max_size",
     } == fields
     assert fields <= set(TrainingJobStatus.model_fields)
     assert {"exec_status", "last_exec_time", "completion_time"} <= set(

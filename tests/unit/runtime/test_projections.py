@@ -211,6 +211,16 @@ def test_conditions(conditions: list[Obj], reason: str | None, want: tuple[Any, 
         assert p.unschedulable_since == datetime(2026, 3, 1, 10, 0, 5, tzinfo=UTC)
     else:
         assert p.unschedulable_since is None
+    assert p.unschedulable_message == ""
+
+
+def test_kube_schedulers_message_is_kept_while_unschedulable() -> None:
+    message = "0/8 nodes are available: 8 Insufficient nvidia.com/gpu."
+    refused = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    p = pod_info(make_pod(conditions=[{**refused, "message": message}], node=None))
+    assert (p.unschedulable, p.unschedulable_message) == (True, message)
+    bound = {"type": "PodScheduled", "status": "True", "message": "stale"}
+    assert pod_info(make_pod(conditions=[bound])).unschedulable_message == ""
 
 
 def test_deleting_and_terminal_pods() -> None:

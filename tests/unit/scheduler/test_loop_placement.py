@@ -15,7 +15,7 @@ from lattice.runtime.projections import PodInfo, pod_info
 from lattice.scheduler.core import JobView, Plan, Snapshot, schedule
 from lattice.scheduler.core.model import PodDemand, resources
 from lattice.scheduler.loop import Naming, job_view, status_fields
-from lattice.scheduler.loop.placement import placement_map
+from lattice.scheduler.loop.placement import earliest_pending, placement_map
 from lattice.scheduler.loop.snapshot import JobRead, read_job
 from tests.unit.scheduler.test_loop_runner import Harness
 from tests.unit.scheduler.test_loop_snapshot import (
@@ -95,6 +95,26 @@ def test_the_view_carries_the_plugins_per_pod_demands_and_names() -> None:
 
 def unschedulable(name: str, *, since: float = -10, **kw: Any) -> PodInfo:
     return pod_info(pod_obj(name, job=kw.pop("job", "x"), unschedulable_since=since, **kw))
+
+
+def test_the_view_quotes_kube_scheduler_on_the_earliest_pending_pod() -> None:
+    def says(name: str, since: float, message: str) -> PodInfo:
+        obj = pod_obj(name, job="x", unschedulable_since=since)
+        obj["status"]["conditions"][0]["message"] = message
+        return pod_info(obj)
+
+    pods = [says("x-worker-1", -5, "later"), says("x-worker-0", -10, "earliest")]
+    view = job_view("FakeJob", FakePlugin(), running(), pods, GPU)
+    assert isinstance(view, JobView)
+    assert (view.pending_since, view.pending_message) == (at(-10), "earliest")
+    tie = [says("x-worker-1", -10, "b"), says("x-worker-0", -10, "a")]
+    assert earliest_pending(tie) == (at(-10), "a"), "a tie goes to the first name"
+    assert earliest_pending([]) == (None, "")
+    waiting = job_view(
+        "FakeJob", FakePlugin(), job_obj("x", status={"stage": "Waiting"}), pods, GPU
+    )
+    assert isinstance(waiting, JobView)
+    assert (waiting.pending_since, waiting.pending_message) == (None, "")
 
 
 def test_refused_nodes_are_where_kube_scheduler_refused_a_placed_pod() -> None:

@@ -19,6 +19,10 @@ TIMING = WriteTiming(
 )
 
 
+#: The printer columns' fields as the loop wrote them for ``view()``: no write needed for them.
+SHOWN: dict[str, Any] = {"priority": 0, "minSize": 1, "maxSize": 1}
+
+
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
@@ -95,16 +99,33 @@ def decision(name: str = "a", *, changed: frozenset[str] = frozenset(), **kw: An
     ],
 )
 def test_need(job: JobView, made: Decision, now: datetime, want: Need, want_deferred: Any) -> None:
-    what, deferred = need(made, Candidate(job, {}), now=now, timing=TIMING)
+    what, deferred = need(made, Candidate(job, dict(SHOWN)), now=now, timing=TIMING)
     assert (what, deferred) == (want, want_deferred)
 
 
 def test_a_finished_job_is_written_until_its_block_shows_the_end() -> None:
     terminal = {"stage": "Completed", "currentSize": 0, "completionTime": "t"}
-    job = Candidate(view(), {"stage": "Running", "currentSize": 2}, terminal)
+    job = Candidate(view(finished=True), {"stage": "Running", "currentSize": 2}, terminal)
     assert need(decision(), job, now=T0, timing=TIMING) == (Need.WRITE, None)
-    shown = Candidate(view(), dict(terminal), terminal)
+    shown = Candidate(view(finished=True), dict(terminal), terminal)
     assert need(decision(), shown, now=T0, timing=TIMING) == (Need.NOTHING, None)
+
+
+@pytest.mark.parametrize(
+    ("shown", "want"),
+    [
+        pytest.param({}, Need.WRITE, id="never written: once"),
+        pytest.param({**SHOWN, "priority": 5}, Need.WRITE, id="a new priority"),
+        pytest.param({**SHOWN, "maxSize": 4}, Need.WRITE, id="a new max size"),
+        pytest.param(dict(SHOWN), Need.NOTHING, id="as the view"),
+    ],
+)
+def test_the_columns_fields_are_written_when_they_differ_from_the_view(
+    shown: dict[str, Any], want: Need
+) -> None:
+    assert need(decision(), Candidate(view(), shown), now=T0, timing=TIMING) == (want, None)
+    finished = Candidate(view(finished=True), shown)
+    assert need(decision(), finished, now=T0, timing=TIMING) == (Need.NOTHING, None)
 
 
 def plan_of(*decisions: Decision) -> Plan:
@@ -118,7 +139,7 @@ def plan_of(*decisions: Decision) -> Plan:
 
 
 def test_moves_are_written_in_rounds_and_the_first_pass_is_one() -> None:
-    jobs = {f"K/ns/{n}": Candidate(view(n), {"queuePosition": 2}) for n in ("a", "b")}
+    jobs = {f"K/ns/{n}": Candidate(view(n), {**SHOWN, "queuePosition": 2}) for n in ("a", "b")}
     moved = plan_of(decision("a", queue_position=1), decision("b", queue_position=2))
     first = choose_writes(moved, jobs, now=at(0), positions_written=None, timing=TIMING)
     assert (first.write, first.wakeup, first.positions_written) == (("K/ns/a",), None, at(0))
@@ -131,9 +152,9 @@ def test_moves_are_written_in_rounds_and_the_first_pass_is_one() -> None:
 
 def test_state_changes_go_first_then_moves_and_a_deferred_clock_sets_the_wakeup() -> None:
     jobs = {
-        "K/ns/a": Candidate(view("a"), {"queuePosition": 2}),
-        "K/ns/b": Candidate(view("b"), {}),
-        "K/ns/c": Candidate(view("c", pending_since=at(0)), {}),
+        "K/ns/a": Candidate(view("a"), {**SHOWN, "queuePosition": 2}),
+        "K/ns/b": Candidate(view("b"), dict(SHOWN)),
+        "K/ns/c": Candidate(view("c", pending_since=at(0)), dict(SHOWN)),
     }
     plan = plan_of(
         decision("a", queue_position=1),

@@ -259,6 +259,9 @@ async def test_a_pass_writes_status_then_events_and_metrics() -> None:
             "admittedTime": now,
             "lastDecision": "Admitted with 2 (min 1, max 2)",
             "placement": {"0": "n0", "1": "n1"},
+            "priority": 0,
+            "minSize": 1,
+            "maxSize": 2,
         }
     }
     assert h.status("a")["stage"] == "Running"

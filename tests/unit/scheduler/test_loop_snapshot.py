@@ -572,6 +572,9 @@ def test_status_fields_write_every_scheduler_field() -> None:
         "admittedTime": ts(10),
         "lastDecision": "Admitted with 2 (min 1, max 2)",
         "placement": None,
+        "priority": 0,
+        "minSize": 1,
+        "maxSize": 1,
     }
 
 

@@ -37,6 +37,7 @@ from lattice.scheduler.core.model import (
 )
 from lattice.scheduler.core.order import OrderKey, las_band, order_key
 from lattice.scheduler.core.plan import ACCOUNTING_FIELDS, STATE_FIELDS, Decision, Plan
+from lattice.scheduler.core.requeue import REQUEUE_LIMIT_EXCEEDED
 from lattice.scheduler.core.types import (
     JobView,
     NodeView,
@@ -50,6 +51,7 @@ from lattice.scheduler.core.types import (
 __all__ = [
     "ACCOUNTING_FIELDS",
     "ANY",
+    "REQUEUE_LIMIT_EXCEEDED",
     "STATE_FIELDS",
     "UNIT_RESOURCE",
     "Admitted",

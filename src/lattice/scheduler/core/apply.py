@@ -5,9 +5,9 @@ Contract:
   the timestamps, ``requeue_count``, ``attained_service``, ``service_updated_at``,
   ``placement``); spec fields (priority, sizes, units, demands, ``suspended``, ``finished``)
   and nodes are kept; ``refused_nodes`` is kept while the job stays ``Running``.
-- ``pending_since`` is an observation of pods, not scheduler state: it is kept while a job
-  stays ``Running`` and cleared when the job starts or stops running (its pods are new or
-  gone), which is what the loop would observe right after applying the plan.
+- ``pending_since`` (and ``pending_message``) is an observation of pods, not scheduler state:
+  it is kept while a job stays ``Running`` and cleared when the job starts or stops running
+  (its pods are new or gone), which is what the loop would observe right after applying the plan.
 - Jobs missing from the plan are kept unchanged. Pure; the input is not modified.
 """
 
@@ -41,6 +41,7 @@ def apply_decision(job: JobView, decision: Decision) -> JobView:
         placement=decision.placement,
         refused_nodes=job.refused_nodes if was_running and runs else (),
         pending_since=job.pending_since if was_running and runs else None,
+        pending_message=job.pending_message if was_running and runs else "",
     )
 
 

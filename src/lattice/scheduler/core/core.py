@@ -52,10 +52,10 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    changes.
 7. Pending timeout: for a ``Running`` job with ``pending_since`` set, ``requeue_time`` =
    ``requeue_time or pending_since``; once now - requeue_time >= ``pending_timeout`` the job
-   goes to ``RequeueCooldown`` with size 0, ``requeue_count`` += 1 and ``cooldown_time`` =
-   now + min(cooldown_max, cooldown_base * 2**(requeue_count-1)), releasing its capacity in
-   this pass; so does one holding pods whose ``refused_since`` (the apiserver refuses its
-   children) is ``child_refusal_timeout`` old. ``requeue_time``: None unless a pod pends.
+   is requeued (:mod:`~lattice.scheduler.core.requeue`): ``RequeueCooldown``, size 0,
+   ``requeue_count`` += 1, a doubling cooldown (capacity released in this pass), or stage
+   ``Failed`` past ``requeue_limit``; so is one whose ``refused_since`` (children refused
+   by the apiserver) is ``child_refusal_timeout`` old. ``requeue_time``: None unless a pod pends.
 8. Attained service: a ``Running`` job accrues units_in_use(current_size) * (now -
    service_updated_at) unit-seconds and ``service_updated_at`` = now; a job admitted now gets
    ``service_updated_at`` = now. Service is never reset.

@@ -20,15 +20,15 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from lattice.primitives.times import format_time
-from lattice.scheduler.core.events import Admitted, Grown, Preempted, Requeued, Shrunk
+from lattice.scheduler.core.events import Admitted, Grown, Preempted, Shrunk
 from lattice.scheduler.core.order import (
     band_upper_bound,
     micros,
     promotion_time,
     service_time,
 )
+from lattice.scheduler.core.requeue import requeue
 from lattice.scheduler.core.state import JobState
-from lattice.scheduler.core.steps import cooldown_for
 from lattice.scheduler.core.types import SchedulerConfig, Stage, Strategy
 
 __all__ = ["capacity_used", "next_wakeup", "settle", "waiting_reason"]
@@ -98,19 +98,8 @@ def _settle_waiting(
     if s.held and s.exclude and not s.victim:
         # kube-scheduler refused placed pods and no other node fits: back off as the pending
         # timeout does, rather than being placed on the same nodes again at once.
-        s.count = v.requeue_count + 1
-        s.stage, s.requeue = Stage.REQUEUE_COOLDOWN, None
-        s.cooldown = now + cooldown_for(s.count, config)
-        s.events.append(
-            Requeued(
-                pending_for=now - (v.pending_since or now),
-                cooldown_until=s.cooldown,
-                requeue_count=s.count,
-                refused_on=v.refused_nodes,
-            )
-        )
-        s.reason = s.events[-1].message
-        s.resize(0, now)
+        lasted = now - (v.pending_since or now)
+        requeue(s, now=now, config=config, lasted=lasted, refused_on=v.refused_nodes)
         return
     s.stage = Stage.WAITING
     s.requeue = None

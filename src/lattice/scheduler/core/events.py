@@ -166,9 +166,18 @@ class Requeued(SchedulerEvent):
     refused_on: tuple[str, ...] = ()
     #: The apiserver's refusal of the job's children (then ``pending_for`` is how long it lasted).
     refused_by: str = ""
+    #: kube-scheduler's last word on the pending pod (its ``PodScheduled`` message), if any.
+    scheduler_message: str = ""
 
     @property
     def message(self) -> str:
+        text = self._text
+        if self.scheduler_message:
+            return f"{text}; last message from kube-scheduler: {self.scheduler_message}"
+        return text
+
+    @property
+    def _text(self) -> str:
         if self.refused_by:
             return (
                 f"Requeued: the apiserver refused its children for "

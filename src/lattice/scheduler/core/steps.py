@@ -7,13 +7,14 @@ Contract (internal to the core): each function changes only the :class:`JobState
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from lattice.primitives.times import format_time
-from lattice.scheduler.core.events import CooldownOver, Queued, Requeued, Suspended
+from lattice.scheduler.core.events import CooldownOver, Queued, Suspended
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.placement import Cluster
 from lattice.scheduler.core.probe import ReleaseProbe
+from lattice.scheduler.core.requeue import cooldown_for, requeue
 from lattice.scheduler.core.room import Holders, growth_floor, release_from
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage
@@ -21,16 +22,6 @@ from lattice.scheduler.core.types import SchedulerConfig, Stage
 __all__ = ["cooldown_for", "grow", "grow_one", "prepare"]
 
 _OWNED = frozenset({Stage.NEW, Stage.WAITING, Stage.RUNNING, Stage.REQUEUE_COOLDOWN})
-
-
-def cooldown_for(requeue_count: int, config: SchedulerConfig) -> timedelta:
-    """Rule 7 backoff: ``min(cooldown_max, cooldown_base * 2**(requeue_count - 1))``."""
-    delay = config.cooldown_base
-    for _ in range(max(0, requeue_count - 1)):
-        if delay >= config.cooldown_max:
-            break
-        delay *= 2
-    return min(delay, config.cooldown_max)
 
 
 def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
@@ -69,36 +60,17 @@ def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
     s.submit = s.submit or now
     refused = v.refused_since if v.stage == Stage.RUNNING and v.current_size > 0 else None
     if refused is not None and now - refused >= config.child_refusal_timeout:
-        _requeue(s, now=now, config=config, lasted=now - refused, refused_by=v.refused_message)
+        requeue(s, now=now, config=config, lasted=now - refused, refused_by=v.refused_message)
         return False
     if v.stage != Stage.RUNNING or v.pending_since is None:
         s.requeue = None
         return True
-    requeue = v.requeue_time if v.requeue_time is not None else v.pending_since
-    if now - requeue < config.pending_timeout:
-        s.requeue = requeue
+    started = v.requeue_time if v.requeue_time is not None else v.pending_since
+    if now - started < config.pending_timeout:
+        s.requeue = started
         return True
-    _requeue(s, now=now, config=config, lasted=now - requeue)
+    requeue(s, now=now, config=config, lasted=now - started)
     return False
-
-
-def _requeue(
-    s: JobState, *, now: datetime, config: SchedulerConfig, lasted: timedelta, refused_by: str = ""
-) -> None:
-    """Rule 7's requeue (a pending timeout, or children refused too long)."""
-    s.count = s.view.requeue_count + 1
-    s.stage, s.requeue = Stage.REQUEUE_COOLDOWN, None
-    s.cooldown = now + cooldown_for(s.count, config)
-    s.events.append(
-        Requeued(
-            pending_for=lasted,
-            cooldown_until=s.cooldown,
-            requeue_count=s.count,
-            refused_by=refused_by,
-        )
-    )
-    s.reason = s.events[-1].message
-    s.resize(0, now)
 
 
 def _accrue(s: JobState, now: datetime) -> None:

@@ -46,6 +46,8 @@ class Stage(enum.StrEnum):
     REQUEUE_COOLDOWN = "RequeueCooldown"
     COMPLETED = "Completed"
     WRONG = "Wrong"
+    #: Set once by the requeue limit (:mod:`lattice.scheduler.core.requeue`), then passed through.
+    FAILED = "Failed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +64,8 @@ class SchedulerConfig:
     them (the last is open). ``cooldown_base`` doubles per requeue up to ``cooldown_max``. The
     evidence for each default is in docs/simulate.md. ``child_refusal_timeout``: a running job
     whose children the apiserver has refused this long (``JobView.refused_since``) is requeued.
+    ``requeue_limit``: how many requeues a job may have; the one after fails it (stage
+    ``Failed``, as Kueue's ``backoffLimitCount``); ``None``: unlimited.
     """
 
     strategy: Strategy = Strategy.LEAST_ATTAINED_SERVICE
@@ -75,6 +79,7 @@ class SchedulerConfig:
     las_first_band: float = 3600.0
     las_band_multiplier: float = 10.0
     las_bands: int = 4
+    requeue_limit: int | None = None
 
     def __post_init__(self) -> None:
         zero = timedelta(0)
@@ -86,6 +91,8 @@ class SchedulerConfig:
         ):
             if getattr(self, name) < zero:
                 raise ValueError(f"{name} must not be negative")
+        if self.requeue_limit is not None and self.requeue_limit < 0:
+            raise ValueError("requeue_limit must not be negative")
         if not self.slowdown_limit >= 0:
             raise ValueError("slowdown_limit must not be negative")
         if self.cooldown_base <= zero or self.cooldown_max < self.cooldown_base:
@@ -125,7 +132,8 @@ class JobView:
 
     ``pending_since`` is the earliest time kube-scheduler reported a pod of this job
     Unschedulable, as observed by the loop (``None`` if none is); it is only read while the job
-    is ``Running``.
+    is ``Running``. ``pending_message`` is kube-scheduler's message on that pod (its
+    ``PodScheduled`` condition), quoted when the job is requeued or fails its requeue limit.
     ``attained_service`` is in unit-seconds, accrued up to ``service_updated_at``.
     ``admitted_time`` is when the job last went from holding nothing to running (``None`` while it
     holds nothing); it orders incumbents among jobs that tie on the policy's keys.
@@ -162,6 +170,7 @@ class JobView:
     requeue_count: int = 0
     last_resize_time: datetime | None = None
     pending_since: datetime | None = None
+    pending_message: str = ""
     attained_service: float = 0.0
     service_updated_at: datetime | None = None
     admitted_time: datetime | None = None

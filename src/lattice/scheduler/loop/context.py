@@ -80,6 +80,7 @@ def scheduler_config(settings: Settings) -> SchedulerConfig:
         cooldown_base=timedelta(seconds=math.ceil(settings.cooldown_base)),
         cooldown_max=timedelta(seconds=math.ceil(settings.cooldown_max)),
         slowdown_limit=settings.slowdown_limit,
+        requeue_limit=settings.requeue_limit,
     )
 
 

@@ -12,6 +12,8 @@ Contract (pure; no I/O, no clock):
 - :func:`pending_since`: the earliest time a live (not Succeeded/Failed), undeleted pod of the
   job was reported ``PodScheduled=False`` reason ``Unschedulable`` (its creation time when the
   condition has none). Image pulls and container creation do not count.
+  :func:`earliest_pending` also gives kube-scheduler's message on that pod
+  (``JobView.pending_message``).
 - :func:`refused_nodes`: the nodes the placement names for such a pod (by its name, or the
   name of the batch Job that controls it), unless a Lattice pod is being deleted on that node
   (``deleting_on``: a preemption victim still terminating is not a refusal).
@@ -33,6 +35,7 @@ from lattice.scheduler.core import Decision, JobView, Stage
 
 __all__ = [
     "Naming",
+    "earliest_pending",
     "never_deleting",
     "observed_placement",
     "pending_since",
@@ -74,14 +77,21 @@ def read_placement(state: Mapping[str, Any], naming: Naming, size: int) -> tuple
 
 def pending_since(pods: Iterable[PodInfo]) -> datetime | None:
     """When the earliest live, undeleted pod kube-scheduler reports Unschedulable became so."""
-    earliest: datetime | None = None
+    return earliest_pending(pods)[0]
+
+
+def earliest_pending(pods: Iterable[PodInfo]) -> tuple[datetime | None, str]:
+    """:func:`pending_since` and kube-scheduler's message on that pod (ties: the first pod
+    by name, so the message does not depend on the cache's order)."""
+    earliest: tuple[datetime, str] | None = None
+    message = ""
     for pod in pods:
         if not pod.unschedulable or pod.terminal or pod.deletion_timestamp is not None:
             continue
         since = pod.unschedulable_since or pod.creation_timestamp
-        if since is not None and (earliest is None or since < earliest):
-            earliest = since
-    return earliest
+        if since is not None and (earliest is None or (since, pod.name) < earliest):
+            earliest, message = (since, pod.name), pod.unschedulable_message
+    return (None, "") if earliest is None else (earliest[0], message)
 
 
 def refused_nodes(
@@ -139,27 +149,39 @@ def with_pods(
     observe: bool = False,
 ) -> JobView:
     """``view`` with the parts that come from its pods (the same object when they are
-    unchanged), read only while the job is Running (else none): ``pending_since``
-    (:func:`pending_since`) and ``refused_nodes``: the nodes the placement names for a pod
-    (by its name, or its controlling batch Job's) that kube-scheduler reports Unschedulable,
-    unless ``deleting_on(node)`` (a Lattice pod is being deleted there: a preemption victim
-    still terminating is not a refusal).
+    unchanged), read only while the job is Running (else none): ``pending_since`` and
+    ``pending_message`` (:func:`earliest_pending`), and ``refused_nodes``: the nodes the
+    placement names for a pod (by its name, or its controlling batch Job's) that kube-scheduler
+    reports Unschedulable, unless ``deleting_on(node)`` (a Lattice pod is being deleted there:
+    a preemption victim still terminating is not a refusal).
 
     ``observe``: the job has no persisted placement map (it started before placements were
     persisted, or under a core that placed nothing), so its placement is where its pods run
     (:func:`observed_placement`): its running pods are then neither moved nor charged twice.
     """
     since: datetime | None = None
+    message = ""
     refused: tuple[str, ...] = ()
     placement = view.placement
     if view.stage == Stage.RUNNING:
         if observe and view.current_size > 0:
             placement = observed_placement(pods, naming.names(view.current_size))
             placement = placement if any(placement) else ()
-        since = pending_since(pods)
+        since, message = earliest_pending(pods)
         if placement and since is not None:
             placed = dict(zip(naming.names(len(placement)), placement, strict=True))
             refused = refused_nodes(pods, placed=placed, deleting_on=deleting_on)
-    if (since, refused, placement) == (view.pending_since, view.refused_nodes, view.placement):
+    if (since, message, refused, placement) == (
+        view.pending_since,
+        view.pending_message,
+        view.refused_nodes,
+        view.placement,
+    ):
         return view
-    return replace(view, pending_since=since, refused_nodes=refused, placement=placement)
+    return replace(
+        view,
+        pending_since=since,
+        pending_message=message,
+        refused_nodes=refused,
+        placement=placement,
+    )

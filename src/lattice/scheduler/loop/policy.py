@@ -19,6 +19,9 @@ Contract (no I/O, no clock: ``now`` is an argument; deterministic in its argumen
   one is the job's ``pending_since``, which the pods themselves give a restarted operator) is
   written once it is ``requeue_write_delay`` (60 s) old, or earlier with any other write: pods
   that start within that time cost no write at all (nor one to clear it).
+- An unfinished job whose persisted ``priority``, ``minSize`` or ``maxSize`` (what the printer
+  columns show) differs from its view's is written: they change only with the spec, so this
+  costs one write per spec change (and one per job written before these fields existed).
 - :func:`choose_writes` applies this to a whole plan: the jobs to write now, when the loop must
   wake to write what it deferred, and when the last position round was (the first pass counts
   as a round).
@@ -101,6 +104,8 @@ def need(
     """What ``job`` needs after ``decision``, and when a deferred requeueTime falls due."""
     if job.terminal is not None and terminal_pending(job.block, job.terminal):
         return Need.WRITE, None
+    if not job.view.finished and _shown_spec_changed(job):
+        return Need.WRITE, None
     deferred: datetime | None = None
     if decision.changed_fields:  # most decisions change nothing: skip the set arithmetic
         state = decision.changed_fields - ACCOUNTING_FIELDS
@@ -119,6 +124,16 @@ def need(
     if job.block.get("queuePosition") != shown_position(decision):
         return Need.MOVED, deferred
     return Need.NOTHING, deferred
+
+
+def _shown_spec_changed(job: Candidate) -> bool:
+    """Whether the persisted ``priority``/``minSize``/``maxSize`` differ from the view's."""
+    block, view = job.block, job.view
+    return (block.get("priority"), block.get("minSize"), block.get("maxSize")) != (
+        view.priority,
+        view.min_size,
+        view.max_size,
+    )
 
 
 def choose_writes(

@@ -64,6 +64,7 @@ STAGE_LABELS: tuple[str, ...] = (
     Stage.REQUEUE_COOLDOWN,
     Stage.COMPLETED,
     Stage.WRONG,
+    Stage.FAILED,
     "Cancelled",
 )
 

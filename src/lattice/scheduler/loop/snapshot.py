@@ -17,7 +17,7 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   runtime does not exist yet, is skipped likewise while the reconciler shows it waiting); the
   scheduler state is read at ``plugin.scheduling_path`` (missing fields take the ``JobView``
   defaults).
-  ``finished``: stage Completed or Cancelled, the invalid-spec condition or a True
+  ``finished``: stage Completed, Failed or Cancelled, the invalid-spec condition or a True
   ``Succeeded``/``Failed``/``Complete`` condition in the ``conditions`` list at
   ``plugin.exec_path``, or a deletion in progress (a job being deleted holds nothing). Stage
   Wrong alone is not finished: such a job (fixed since, or found Wrong by the core's own
@@ -40,6 +40,9 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   becomes ``now`` when the size goes from 0 to more, and is carried over otherwise.
   ``placement`` is ``Decision.placement`` as ``{child name: node}`` (null when no pod is placed,
   e.g. at size 0), the scheduler being its one writer.
+  ``priority``, ``minSize`` and ``maxSize`` are the view's (the plugin's reading of the spec,
+  shown by the kinds' printer columns); a job the requeue limit failed (stage ``Failed``)
+  gets ``reason`` ``RequeueLimitExceeded`` and ``message`` its decision's reason.
   The fields of a finished job come from :mod:`~lattice.scheduler.loop.terminal`.
   :func:`status_patch` nests it at the plugin's path for a merge patch.
 - Trigger relevance: an informer update matters to the scheduler only when the object's
@@ -69,6 +72,7 @@ from lattice.primitives.paths import get_path
 from lattice.primitives.times import format_micro_time, parse_opt_time
 from lattice.runtime.projections import PodInfo
 from lattice.scheduler.core import (
+    REQUEUE_LIMIT_EXCEEDED,
     Constraint,
     Decision,
     JobView,
@@ -108,7 +112,9 @@ __all__ = [
 #: position costs a status write whenever it moves; with 100 shown, a busy queue spent a
 #: quarter of the scheduler's writes on positions alone (docs/performance.md).
 SHOWN_POSITIONS = 10
-FINISHED_STAGES: frozenset[str] = frozenset({Stage.COMPLETED, Stage.WRONG, "Cancelled"})
+FINISHED_STAGES: frozenset[str] = frozenset(
+    {Stage.COMPLETED, Stage.WRONG, Stage.FAILED, "Cancelled"}
+)
 TERMINAL_CONDITIONS: frozenset[str] = frozenset({"Succeeded", "Failed", "Complete"})
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -326,7 +332,18 @@ def status_fields(
         "placement": _placement_patch(
             placement_map(decision, naming or Naming()), previous.get("placement")
         ),
+        "priority": view.priority,
+        "minSize": view.min_size,
+        "maxSize": view.max_size,
+        **_failure(decision),
     }
+
+
+def _failure(decision: Decision) -> dict[str, Any]:
+    """``reason``/``message`` of a job the requeue limit failed (stage Failed); else none."""
+    if decision.stage != Stage.FAILED:
+        return {}
+    return {"reason": REQUEUE_LIMIT_EXCEEDED, "message": decision.reason}
 
 
 def _placement_patch(new: dict[str, str] | None, old: Any) -> dict[str, str | None] | None:

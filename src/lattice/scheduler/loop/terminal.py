@@ -11,7 +11,9 @@ reconciler (the one writer of the conditions at ``plugin.exec_path``) recorded:
   job; not terminal: the job is judged again when its spec changes, and a job whose stage is
   ``Wrong`` without it is scheduled again, ``snapshot.is_finished``), or when the terminal
   condition is a ``Failed`` with a reason ending in ``FailedValidation`` (what earlier
-  versions wrote), with ``reason`` ``InvalidSpec`` and the condition's message; else
+  versions wrote), with ``reason`` ``InvalidSpec`` and the condition's message; ``Failed`` when
+  it is a ``Failed`` with reason ``RequeueLimitExceeded`` (the stage the scheduler set, kept),
+  with that reason, the condition's message and the completion time below; else
   ``Completed``, with ``completionTime`` the exec block's
   ``completionTime`` (else the condition's ``lastTransitionTime``). ``currentSize`` is 0 and
   ``placement`` null (removed) in both: a finished job holds nothing.
@@ -26,7 +28,7 @@ from typing import Any
 from lattice.frameworks.base import JobPlugin
 from lattice.frameworks.refusals import FAILED_VALIDATION, invalid_of
 from lattice.primitives.paths import get_path
-from lattice.scheduler.core import Stage
+from lattice.scheduler.core import REQUEUE_LIMIT_EXCEEDED, Stage
 from lattice.scheduler.loop.snapshot import TERMINAL_CONDITIONS
 
 __all__ = ["INVALID_SPEC", "terminal_fields", "terminal_pending"]
@@ -59,6 +61,23 @@ def terminal_fields(obj: Mapping[str, Any], plugin: JobPlugin[Any]) -> dict[str,
     if wrong is not None:
         return _wrong(wrong)
     completion = block.get("completionTime") or done[0].get("lastTransitionTime")
+    limit = next(
+        (
+            c
+            for c in done
+            if c.get("type") == "Failed" and c.get("reason") == REQUEUE_LIMIT_EXCEEDED
+        ),
+        None,
+    )
+    if limit is not None:
+        return {
+            "stage": str(Stage.FAILED),
+            "currentSize": 0,
+            "placement": None,
+            "reason": REQUEUE_LIMIT_EXCEEDED,
+            "message": str(limit.get("message") or ""),
+            "completionTime": completion if isinstance(completion, str) else None,
+        }
     return {
         "stage": str(Stage.COMPLETED),
         "currentSize": 0,
