@@ -46,6 +46,7 @@ from lattice.scheduler.core.types import (
     Strategy,
     job_key,
 )
+from lattice.scheduler.core.waitreason import PreemptionCause, WaitReason
 
 __all__ = [
     "ACCOUNTING_FIELDS",
@@ -63,6 +64,7 @@ __all__ = [
     "Plan",
     "PodDemand",
     "Preempted",
+    "PreemptionCause",
     "Queued",
     "Requeued",
     "Requirement",
@@ -76,6 +78,7 @@ __all__ = [
     "Suspended",
     "Taint",
     "Toleration",
+    "WaitReason",
     "apply",
     "apply_decision",
     "cooldown_for",

@@ -36,6 +36,9 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   becomes ``now`` when the size goes from 0 to more, and is carried over otherwise.
   ``placement`` is ``Decision.placement`` as ``{child name: node}`` (null when no pod is placed,
   e.g. at size 0), the scheduler being its one writer.
+  ``reason``/``message`` are the decision's ``wait_reason`` and ``wait_message`` (both null for
+  a running job; absent from the fields, so left as they are, for a job whose stage the pass
+  does not own); ``waitingSince`` is :func:`waiting_since`.
   The fields of a finished job come from :mod:`~lattice.scheduler.loop.terminal`.
   :func:`status_patch` nests it at the plugin's path for a merge patch.
 - Trigger relevance: an informer update matters to the scheduler only when the object's
@@ -96,6 +99,7 @@ __all__ = [
     "status_fields",
     "status_patch",
     "utc_now",
+    "waiting_since",
     "with_status",
 ]
 
@@ -297,7 +301,7 @@ def status_fields(
 ) -> dict[str, Any]:
     """Every scheduler field of the status block after ``decision`` (camelCase, nulls kept)."""
     started = view.current_size == 0 and decision.size > 0
-    return {
+    fields: dict[str, Any] = {
         "stage": str(decision.stage),
         "currentSize": decision.size,
         "submitTime": format_time(decision.submit_time),
@@ -315,7 +319,29 @@ def status_fields(
         "placement": _placement_patch(
             placement_map(decision, naming or Naming()), previous.get("placement")
         ),
+        "waitingSince": waiting_since(decision, view=view, previous=previous, now=now),
     }
+    code = decision.wait_reason
+    if code is not None or decision.stage == Stage.RUNNING:
+        fields["reason"] = None if code is None else str(code)
+        fields["message"] = decision.wait_message or None
+    return fields
+
+
+def waiting_since(
+    decision: Decision, *, view: JobView, previous: Mapping[str, Any], now: datetime
+) -> str | None:
+    """``waitingSince`` after ``decision``: kept while the job waits as a candidate, ``now``
+    when it enters waiting (new, stopped, cooldown over, resumed), ``None`` otherwise. A block
+    written before the field existed counts the wait from ``queuedTime``."""
+    if decision.stage != Stage.WAITING or decision.queued_time is None:
+        return None
+    if decision.wait_reason is None:  # finished, left as it is
+        return None
+    if view.stage == Stage.WAITING and view.current_size == 0 and view.queued_time is not None:
+        kept = previous.get("waitingSince")
+        return kept if isinstance(kept, str) else format_time(view.queued_time)
+    return format_time(now)
 
 
 def _placement_patch(new: dict[str, str] | None, old: Any) -> dict[str, str | None] | None:
