@@ -3,7 +3,8 @@
 Contract:
 - :func:`outcome_of` (pure) reads one decision against the job's view and persisted block and
   says what it counts for, or ``None`` when nothing: an admission (an ``Admitted`` event) waited
-  ``now - waitingSince`` (else ``queuedTime``), ``resume`` when the block shows the job ran
+  ``now - waitingSince`` (else the persisted ``queuedTime``; a job queued and admitted in the
+  same pass waited 0 s), ``resume`` when the block shows the job ran
   before (``lastExecTime``), else ``first``; each ``Preempted`` event naming a beneficiary
   counts its ``cause``; a job that held pods on input and holds none now is evicted with the
   decision's wait reason code (``Preempted``, ``PodsPendingTimeout``, ``Suspended``,
@@ -64,7 +65,11 @@ def outcome_of(
     resizes: list[str] = []
     for event in decision.events:
         if isinstance(event, Admitted):
-            start = parse_opt_time(block.get("waitingSince")) or view.queued_time
+            start = (
+                parse_opt_time(block.get("waitingSince"))
+                or view.queued_time
+                or decision.queued_time  # queued in this very pass
+            )
             if start is not None:
                 waited = max(0.0, (now - start).total_seconds())
             admission = "resume" if block.get("lastExecTime") else "first"
