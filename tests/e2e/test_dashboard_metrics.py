@@ -117,6 +117,12 @@ def test_the_dashboard_covers_what_the_issue_asks() -> None:
         "controller_runtime_reconcile_errors_total",
         "workqueue_depth",
         "workqueue_queue_duration_seconds_bucket",
+        "lattice_admission_wait_time_seconds_bucket",
+        "lattice_pending_jobs",
+        "lattice_admitted_jobs",
+        "lattice_preempted_jobs_total",
+        "lattice_evicted_jobs_total",
+        "lattice_resizes_total",
     ):
         assert name in used, name
     ids = [p["id"] for p in dashboard["panels"]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -19,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lattice.kubectl import commands
-from lattice.kubectl.render import queue_document
+from lattice.kubectl.render import queue_document, queue_table
 from lattice.kubectl.rows import JobRow, queue_order, with_positions
 from lattice.scheduler.core import schedule
 from lattice.scheduler.core.types import JobView, SchedulerConfig, Snapshot, Strategy, job_key
@@ -224,3 +225,27 @@ def test_explain_gives_a_job_past_the_persisted_ten_its_computed_position(
     assert "Position:      3 (computed by kubectl lattice in the scheduler's order)" in out
     assert "Ahead of it (2, all namespaces):" in out
     assert "b/early" in out
+
+
+def test_the_wait_of_a_preempted_job_counts_from_waiting_since() -> None:
+    """A preempted job keeps its older queuedTime; its wait began when it was stopped."""
+    stopped = BASE + timedelta(hours=5)
+    row = JobRow(
+        kind="TrainingJob",
+        namespace="a",
+        name="preempted",
+        stage="Waiting",
+        priority=0,
+        queued_time=BASE,
+        waiting_since=stopped,
+        reason="InsufficientCapacity",
+    )
+    legacy = replace(row, name="legacy", waiting_since=None)
+    doc = json.loads(queue_document([row, legacy], now=NOW, fmt="json"))["items"]
+    assert doc[0]["waitingSince"] == "2026-01-01T05:00:00Z"
+    assert doc[0]["waitingSeconds"] == int((NOW - stopped).total_seconds())
+    assert doc[0]["reason"] == "InsufficientCapacity"
+    assert doc[1]["waitingSince"] is None
+    assert doc[1]["waitingSeconds"] == int((NOW - BASE).total_seconds())
+    table = queue_table([row], NOW)
+    assert "211h0m0s" in table  # 8 days 19 hours since it was stopped, not 9 days

@@ -307,9 +307,16 @@ class SchedulingStatus(K8sModel):
     last_decision: str | None = None
     """Reason of the scheduler's last decision about this job."""
     reason: str | None = None
-    """Machine-readable reason the job is Wrong, Failed (RequeueLimitExceeded) or Waiting."""
+    """Why the scheduler holds the job back, a stable CamelCase code set for every job it does
+    not run: Queued, InsufficientCapacity, Fragmented, BlockedByStrictFIFO,
+    ExceedsClusterCapacity, Preempted (in the pass that stopped it), Suspended,
+    PodsPendingTimeout (RequeueCooldown), RequeueLimitExceeded, InvalidSpec; unset while it
+    runs."""
     message: str | None = None
     """Human-readable explanation of reason."""
+    waiting_since: MicroTime | None = None
+    """When the job last entered Waiting (new, preempted, cooldown over, resumed); kept while it
+    waits, unset otherwise. A preempted job keeps its older queuedTime: this is its wait."""
     placement: dict[str, str] | None = None
     """Where the scheduler placed each pod of the admitted job: child name (a pod, or the batch
     Job of an MPI launcher) to node name. Scheduler-owned, like every field of this block: the

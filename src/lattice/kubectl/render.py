@@ -4,12 +4,13 @@ Contract:
 - Tables look like kubectl's: upper-case headers, left-aligned columns three spaces apart, no
   trailing blanks; ``-`` marks a value the object does not have.
 - ``queue_table`` columns: POSITION, KIND, NAMESPACE/NAME, PRIORITY, STAGE (``New`` for none
-  yet), SIZE/MIN/MAX (``currentSize``/min/max), WAITING (Go-style time since ``queuedTime``, for
-  ``Waiting`` jobs only), LAST DECISION (``lastDecision``).
+  yet), SIZE/MIN/MAX (``currentSize``/min/max), WAITING (Go-style time since ``waitingSince``,
+  else ``queuedTime``, for ``Waiting`` jobs only), LAST DECISION (``lastDecision``).
 - ``queue_document``: the same rows as a ``json`` or ``yaml`` document ``{"items": [...]}``,
   one mapping per row with camelCase keys (``position``, ``positionComputed``, ``priority``,
-  ``stage``, ``currentSize``, ``minSize``, ``maxSize``, ``queuedTime``, ``waitingSeconds``,
-  ``lastDecision``, ``reason``, ``message``...; ``null`` where the object has no value).
+  ``stage``, ``currentSize``, ``minSize``, ``maxSize``, ``queuedTime``, ``waitingSince``,
+  ``waitingSeconds`` (since ``waitingSince``, else ``queuedTime``), ``lastDecision``,
+  ``reason``, ``message``...; ``null`` where the object has no value).
 - ``explain_text``: the scheduler's view first (stage, last decision, reason, position), a
   one-line verdict from that persisted state (:func:`verdict`; a child-creation refusal in
   force comes first, with the apiserver's message), the scheduler's own events
@@ -130,7 +131,7 @@ def queue_table(rows: Iterable[JobRow], now: datetime) -> str:
             _opt(r.priority),
             r.stage or "New",
             _sizes(r),
-            _since(now, r.queued_time) if r.waiting and r.queued_time is not None else NONE,
+            _since(now, r.wait_start) if r.waiting and r.wait_start is not None else NONE,
             r.last_decision or (f"managed by {r.managed_by}" if r.managed_by else NONE),
         )
         for r in rows
@@ -146,7 +147,7 @@ def queue_items(rows: Iterable[JobRow], now: datetime) -> list[dict[str, Any]]:
     """One mapping per row, in the order given (see the module docstring)."""
     items = []
     for r in rows:
-        waiting = r.waiting and r.queued_time is not None
+        start = r.wait_start if r.waiting else None
         items.append(
             {
                 "position": r.position,
@@ -160,10 +161,9 @@ def queue_items(rows: Iterable[JobRow], now: datetime) -> list[dict[str, Any]]:
                 "minSize": r.min_size,
                 "maxSize": r.max_size,
                 "queuedTime": _when(r.queued_time),
+                "waitingSince": _when(r.waiting_since),
                 "waitingSeconds": (
-                    max(0, int((now - r.queued_time).total_seconds()))
-                    if waiting and r.queued_time is not None
-                    else None
+                    None if start is None else max(0, int((now - start).total_seconds()))
                 ),
                 "lastDecision": r.last_decision or None,
                 "reason": r.reason or None,
@@ -299,8 +299,9 @@ def explain_text(
     queued = NONE
     if r.queued_time is not None:
         queued = format_time(r.queued_time)
-        if r.waiting:
-            queued += f" (waiting {_since(now, r.queued_time)})"
+        start = r.wait_start
+        if r.waiting and start is not None:
+            queued += f" (waiting {_since(now, start)})"
     position = _opt(r.position)
     if r.computed:
         position += " (computed by kubectl lattice in the scheduler's order)"

@@ -137,6 +137,8 @@ class JobRow:
     max_size: int | None = None
     position: int | None = None
     queued_time: datetime | None = None
+    #: When the job last entered Waiting (``waitingSince``; older blocks have none).
+    waiting_since: datetime | None = None
     cooldown_time: datetime | None = None
     requeue_count: int = 0
     last_decision: str = ""
@@ -161,6 +163,12 @@ class JobRow:
     @property
     def waiting(self) -> bool:
         return self.stage == Stage.WAITING
+
+    @property
+    def wait_start(self) -> datetime | None:
+        """When the current wait began: ``waitingSince``, else ``queuedTime`` (a preempted job
+        keeps its older queuedTime, so this is the truthful one when the scheduler wrote it)."""
+        return self.waiting_since or self.queued_time
 
 
 def _int(value: Any) -> int | None:
@@ -215,6 +223,7 @@ def job_row(kind: JobKind, obj: Mapping[str, Any], ctx: OperatorContext) -> JobR
         max_size=max_size,
         position=_int(state.get("queuePosition")),
         queued_time=parse_opt_time(state.get("queuedTime")),
+        waiting_since=parse_opt_time(state.get("waitingSince")),
         cooldown_time=parse_opt_time(state.get("cooldownTime")),
         requeue_count=_int(state.get("requeueCount")) or 0,
         last_decision=text(state.get("lastDecision")),

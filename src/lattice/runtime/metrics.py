@@ -6,18 +6,44 @@ Names follow client-go and controller-runtime (``workqueue_*``, ``controller_run
 existing dashboards keep working. Lattice's own metrics carry the ``lattice_`` prefix.
 
 ``Metrics`` registers on a given registry (a fresh one per app in tests, the default one in the
-process). Label sets that dashboards expect are pre-initialised to zero.
+process). Label sets that dashboards expect are pre-initialised to zero. The queue metrics follow
+Kueue's (``kueue_admission_wait_time_seconds``, ``kueue_pending_workloads``,
+``kueue_admitted_active_workloads``, ``kueue_preempted_workloads_total``,
+``kueue_evicted_workloads_total``) with ``kind`` and ``namespace`` for the ClusterQueue. No
+``*_created`` series are exported (``disable_created_metrics``, at import).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from collections.abc import Iterable
 
-__all__ = ["FRAMEWORKS", "Metrics", "QueueMetricsAdapter"]
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+
+__all__ = [
+    "ADMISSION_WAIT_BUCKETS",
+    "EVICTION_REASONS",
+    "FRAMEWORKS",
+    "PREEMPTION_REASONS",
+    "Metrics",
+    "QueueMetricsAdapter",
+]
+
+# No ``*_created`` series: no dashboard reads them, and they double every counter's samples.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 _RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _QUEUE_BUCKETS = (1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 0.01, 0.1, 1.0, 10.0, 100.0, 1000.0)
 _PASS_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+#: Kueue's ``kueue_admission_wait_time_seconds`` buckets, from 1 s to a day.
+ADMISSION_WAIT_BUCKETS = (
+    1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0,
+    28800.0, 86400.0,
+)  # fmt: skip
+#: ``reason`` values of ``lattice_preempted_jobs_total`` (``waitreason.PreemptionCause``).
+PREEMPTION_REASONS = ("HigherPriority", "Aged", "LeastAttainedService", "EarlierInQueue")
+#: ``reason`` values of ``lattice_evicted_jobs_total`` pre-initialised (the stopping decision's
+#: wait reason code; another code, e.g. InvalidSpec, appears when it happens).
+EVICTION_REASONS = ("Preempted", "PodsPendingTimeout", "RequeueLimitExceeded", "Suspended")
 
 #: The ``framework`` label values of training_operator_jobs_* per kind.
 FRAMEWORKS: dict[str, str] = {
@@ -241,6 +267,44 @@ class Metrics:
         self.preemptions = Counter(
             "lattice_preemptions_total", "Jobs stopped to make room for higher priority", registry=r
         )
+        # --- Kueue-style queue metrics (``kind`` and ``namespace`` play the ClusterQueue's part)
+        self.admission_wait = Histogram(
+            "lattice_admission_wait_time_seconds",
+            "Time from entering Waiting to admission (admission: first or resume)",
+            ["kind", "namespace", "admission"],
+            buckets=ADMISSION_WAIT_BUCKETS,
+            registry=r,
+        )
+        self.pending_jobs = Gauge(
+            "lattice_pending_jobs",
+            "Jobs the scheduler holds back, by status (waiting, cooldown)",
+            ["kind", "namespace", "status"],
+            registry=r,
+        )
+        self.admitted_jobs = Gauge(
+            "lattice_admitted_jobs",
+            "Jobs the scheduler runs (stage Running, size above 0)",
+            ["kind", "namespace"],
+            registry=r,
+        )
+        self.preempted_jobs = Counter(
+            "lattice_preempted_jobs_total",
+            "Running jobs stopped for another job, by why that job ranks first",
+            ["kind", "namespace", "reason"],
+            registry=r,
+        )
+        self.evicted_jobs = Counter(
+            "lattice_evicted_jobs_total",
+            "Running jobs the scheduler stopped, by reason",
+            ["kind", "namespace", "reason"],
+            registry=r,
+        )
+        self.resizes = Counter(
+            "lattice_resizes_total",
+            "Size changes of running jobs, by direction (grow, shrink)",
+            ["kind", "namespace", "direction"],
+            registry=r,
+        )
         # --- informers and events
         self.informer_relists = Counter(
             "lattice_informer_relists_total",
@@ -281,6 +345,19 @@ class Metrics:
                 self.jobs_restarted,
             ):
                 counter.labels("", framework)
+
+    def init_kinds(self, kinds: Iterable[str]) -> None:
+        """Pre-initialise the queue metrics' label sets of ``kinds`` (namespace ``""``), so a
+        dashboard's ``sum by (reason)`` has data before the first preemption or resize."""
+        for kind in kinds:
+            for admission in ("first", "resume"):
+                self.admission_wait.labels(kind, "", admission)
+            for reason in PREEMPTION_REASONS:
+                self.preempted_jobs.labels(kind, "", reason)
+            for reason in EVICTION_REASONS:
+                self.evicted_jobs.labels(kind, "", reason)
+            for direction in ("grow", "shrink"):
+                self.resizes.labels(kind, "", direction)
 
     def queue(self, name: str) -> QueueMetricsAdapter:
         """Hooks for the workqueue called ``name``."""

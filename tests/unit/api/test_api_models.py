@@ -195,6 +195,7 @@ def test_scheduling_status_is_flat_on_trainingjob_and_nested_on_kubeflow_kinds()
         "priority",
         "min_size",
         "max_size",
+        "waiting_since",
     } == fields
     assert fields <= set(TrainingJobStatus.model_fields)
     assert {"exec_status", "last_exec_time", "completion_time"} <= set(

@@ -262,6 +262,9 @@ async def test_a_pass_writes_status_then_events_and_metrics() -> None:
             "priority": 0,
             "minSize": 1,
             "maxSize": 2,
+            "waitingSince": None,
+            "reason": None,
+            "message": None,
         }
     }
     assert h.status("a")["stage"] == "Running"
@@ -400,19 +403,23 @@ async def test_positions_are_shown_for_the_head_of_the_queue_and_written_in_roun
     await h.clock.advance(1)
     await h.loop.run_once()
     assert h.status("w000")["stage"] == "Running"
-    # Written: w000 (admitted) and run (finished: Completed, holding nothing).
-    assert len(h.patches) == written + 2, "the moves wait for the next round"
+    # Written: w000 (admitted), run (finished: Completed, holding nothing) and w001, now the
+    # head of the StrictFIFO queue: its reason code changes (its block, position included).
+    assert len(h.patches) == written + 3, "the moves wait for the next round"
     assert (h.status("run")["stage"], h.status("run")["currentSize"]) == ("Completed", 0)
-    assert h.status("w001")["queuePosition"] == 2
+    assert h.status("w001")["reason"] == "InsufficientCapacity"
+    assert h.status("w001")["queuePosition"] == 1
+    assert h.status("w002")["reason"] == "BlockedByStrictFIFO"
+    assert h.status("w002")["queuePosition"] == 3
     assert h.loop.last_plan is not None
-    assert h.loop.last_plan["FakeJob/ns/w001"].queue_position == 1
+    assert h.loop.last_plan["FakeJob/ns/w002"].queue_position == 2
     # The round is due 10 s after the last one: every shown job that moved is written once.
     await h.clock.advance(9)
     await h.loop.run_once()
-    assert h.status("w001")["queuePosition"] == 1
+    assert h.status("w002")["queuePosition"] == 2
     assert h.status(f"w{SHOWN_POSITIONS:03d}")["queuePosition"] == SHOWN_POSITIONS
     assert h.status(f"w{SHOWN_POSITIONS + 1:03d}").get("queuePosition") is None
-    assert len(h.patches) == written + 2 + SHOWN_POSITIONS
+    assert len(h.patches) == written + 3 + SHOWN_POSITIONS - 1
 
 
 class CountingPlugin(FakePlugin):
@@ -479,7 +486,10 @@ async def test_a_preempted_job_reconciles_just_above_its_beneficiarys_priority()
     assert h.loop.priority_of("FakeJob", "ns/low") == RESIZE_BAND + 11
     assert h.loop.priority_of("FakeJob", "ns/high") == RESIZE_BAND + 10
     assert h.loop.priority_of("FakeJob", "ns/other") == 0  # untouched by that pass
-    assert h.names()[-2:] == ["high", "low"]  # the beneficiary is written first
+    # The beneficiary is written first; other (now behind the preempted low, StrictFIFO) last,
+    # for its reason code changed.
+    assert h.names()[-3:] == ["high", "low", "other"]
+    assert h.status("other")["reason"] == "BlockedByStrictFIFO"
     await h.loop.run_once()  # the next pass (which shrinks nothing) does not reset it
     assert h.loop.priority_of("FakeJob", "ns/low") == RESIZE_BAND + 11
     # Its pod being deleted, the preemption is acted on: what follows is bookkeeping.
@@ -599,10 +609,15 @@ async def test_a_pass_that_does_not_wait_sees_its_writes_in_flight_and_chains_th
     assert h.status("low")["lastExecTime"] == ts(0)  # the chained write read the first one
     assert h.recorder.reasons("low") == ["Queued", "Admitted", "Preempted"]
     assert h.metric("lattice_scheduler_status_writes_total", {"result": "ok"}) == 3
-    # Until the watch delivers them, passes read our writes back: still nothing to write.
+    assert h.status("low")["reason"] == "Preempted"
+    # Until the watch delivers them, passes read our writes back: nothing to decide. The
+    # Preempted code lasts until the next pass names low's blocker: one write, then none.
     plan = await h.loop.run_once()
     assert unchanged(plan)
-    assert len(h.patches) == 3
+    assert len(h.patches) == 4
+    assert h.status("low")["reason"] == "InsufficientCapacity"
+    plan = await h.loop.run_once()
+    assert len(h.patches) == 4
 
 
 async def test_a_failed_write_drops_the_writes_chained_behind_it_and_the_loop_retries() -> None:
@@ -652,8 +667,10 @@ async def test_a_later_passs_urgent_write_overtakes_queued_bookkeeping() -> None
     slow.set()
     await until(lambda: not h.loop.writing, what="writes done")
     # "run" is preempted for "high": its second write, chained behind the first, ranks with
-    # high's priority too, so both go ahead of the first pass's five queued writes.
-    assert h.names() == ["run", "high", "run"] + [f"wait{i}" for i in range(5)]
+    # high's priority too, so both go ahead of the first pass's five queued writes. wait0,
+    # now behind the preempted run (StrictFIFO), is written again last: its code changed.
+    assert h.names() == ["run", "high", "run"] + [f"wait{i}" for i in range(5)] + ["wait0"]
+    assert h.status("wait0")["reason"] == "BlockedByStrictFIFO"
 
 
 async def test_a_write_that_lands_while_the_core_decides_is_still_chained_on_and_read_back(
@@ -692,12 +709,14 @@ async def test_a_write_that_lands_while_the_core_decides_is_still_chained_on_and
     h.jobs["FakeJob"].on_event("MODIFIED", copy.deepcopy(admitted))
     monkeypatch.setattr(runner, "schedule", decide)
     assert unchanged(await h.loop.run_once(wait=False))
-    assert h.loop.writing == 1
+    # In flight: the preemption, and (chained behind it) the next code, low's blocker.
+    assert h.loop.writing == 2
     second.set()
     await until(lambda: not h.loop.writing, what="writes done")
-    assert h.names() == ["low", "high", "low"]
+    assert h.names() == ["low", "high", "low", "low"]
     assert h.status("low")["stage"] == "Waiting"
-    assert h.metric("lattice_scheduler_status_writes_total", {"result": "ok"}) == 3
+    assert h.status("low")["reason"] == "InsufficientCapacity"
+    assert h.metric("lattice_scheduler_status_writes_total", {"result": "ok"}) == 4
     assert h.metric("lattice_scheduler_status_writes_total", {"result": "conflict"}) is None
 
 

@@ -20,7 +20,15 @@ from lattice.frameworks.base import Demand, InvalidJob, OperatorContext, Problem
 from lattice.kube.resources import PRIORITY_CLASSES, Resource
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import keep_raw, pod_info
-from lattice.scheduler.core import Decision, JobView, PodDemand, SchedulerConfig, Stage, Strategy
+from lattice.scheduler.core import (
+    Decision,
+    JobView,
+    PodDemand,
+    SchedulerConfig,
+    Stage,
+    Strategy,
+    WaitReason,
+)
 from lattice.scheduler.loop import (
     ContextSource,
     Invalid,
@@ -33,7 +41,7 @@ from lattice.scheduler.loop import (
     status_fields,
     utc_now,
 )
-from lattice.scheduler.loop.snapshot import status_patch, with_status
+from lattice.scheduler.loop.snapshot import status_patch, waiting_since, with_status
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 Obj = dict[str, Any]
@@ -575,7 +583,93 @@ def test_status_fields_write_every_scheduler_field() -> None:
         "priority": 0,
         "minSize": 1,
         "maxSize": 1,
+        "waitingSince": None,
+        "reason": None,
+        "message": None,
     }
+
+
+def _waiting(**fields: Any) -> Decision:
+    base: dict[str, Any] = {
+        "stage": "Waiting",
+        "size": 0,
+        "admitted_time": None,
+        "wait_reason": WaitReason.INSUFFICIENT_CAPACITY,
+        "wait_message": "needs 2 units, 0 free",
+    }
+    return _decision(**{**base, **fields})
+
+
+def _view_of(status: Mapping[str, Any]) -> JobView:
+    view = job_view("FakeJob", FakePlugin(), job_obj("a", status=dict(status)), [], GPU)
+    assert isinstance(view, JobView)
+    return view
+
+
+def test_a_held_back_job_gets_its_code_and_message_and_a_running_one_clears_them() -> None:
+    view = _view_of({"stage": "Waiting", "queuedTime": ts(0), "submitTime": ts(0)})
+    fields = status_fields(_waiting(), view=view, previous={}, now=at(10))
+    assert (fields["reason"], fields["message"]) == (
+        "InsufficientCapacity",
+        "needs 2 units, 0 free",
+    )
+    fields = status_fields(_decision(), view=view, previous={}, now=at(10))
+    assert (fields["reason"], fields["message"]) == (None, None)
+    # A stage the pass passes through (e.g. a finished job): the fields are left as they are.
+    done = _decision(stage="Completed", size=0, wait_reason=None, wait_message="")
+    fields = status_fields(done, view=_view_of({"stage": "Completed"}), previous={}, now=at(10))
+    assert "reason" not in fields
+    assert "message" not in fields
+
+
+@pytest.mark.parametrize(
+    ("before", "previous", "decision", "since"),
+    [
+        # New: it enters waiting now.
+        ({}, {}, _waiting(), ts(10)),
+        # Waiting: kept.
+        (
+            {"stage": "Waiting", "queuedTime": ts(0)},
+            {"waitingSince": ts(3)},
+            _waiting(),
+            ts(3),
+        ),
+        # Waiting, written before the field existed: from its queued time.
+        ({"stage": "Waiting", "queuedTime": ts(1)}, {}, _waiting(), ts(1)),
+        # Stopped (its older queuedTime is kept): now.
+        (
+            {"stage": "Running", "currentSize": 2, "queuedTime": ts(0)},
+            {},
+            _waiting(wait_reason=WaitReason.PREEMPTED),
+            ts(10),
+        ),
+        # Cooldown over: now.
+        ({"stage": "RequeueCooldown", "queuedTime": ts(0)}, {}, _waiting(), ts(10)),
+        # Suspended (no queued time): unset.
+        (
+            {"stage": "Waiting", "queuedTime": ts(0)},
+            {"waitingSince": ts(3)},
+            _waiting(queued_time=None, wait_reason=WaitReason.SUSPENDED),
+            None,
+        ),
+        # Admitted: cleared.
+        ({"stage": "Waiting", "queuedTime": ts(0)}, {"waitingSince": ts(3)}, _decision(), None),
+        # Cooling down: unset.
+        (
+            {"stage": "Running", "currentSize": 2},
+            {},
+            _waiting(stage="RequeueCooldown", wait_reason=WaitReason.PODS_PENDING_TIMEOUT),
+            None,
+        ),
+    ],
+)
+def test_waiting_since_is_set_on_entering_the_wait_and_kept_while_it_lasts(
+    before: dict[str, Any], previous: dict[str, Any], decision: Decision, since: str | None
+) -> None:
+    view = _view_of(before)
+    assert waiting_since(decision, view=view, previous=previous, now=at(10)) == since
+    fields = status_fields(decision, view=view, previous=previous, now=at(10))
+    assert fields["waitingSince"] == since
 
 
 def test_last_exec_time_only_moves_when_size_leaves_zero() -> None:

@@ -47,6 +47,7 @@ from lattice.scheduler.core.types import (
     Strategy,
     job_key,
 )
+from lattice.scheduler.core.waitreason import PreemptionCause, WaitReason
 
 __all__ = [
     "ACCOUNTING_FIELDS",
@@ -65,6 +66,7 @@ __all__ = [
     "Plan",
     "PodDemand",
     "Preempted",
+    "PreemptionCause",
     "Queued",
     "Requeued",
     "Requirement",
@@ -78,6 +80,7 @@ __all__ = [
     "Suspended",
     "Taint",
     "Toleration",
+    "WaitReason",
     "apply",
     "apply_decision",
     "cooldown_for",

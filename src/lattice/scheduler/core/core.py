@@ -165,7 +165,7 @@ class _Pass:
         self.hopeless: set[tuple[_Shape, frozenset[int], int]] = set()
         self.holding: list[JobState] = []
         self.holders = Holders(())
-        self.explained: dict[_Memo, str] = {}
+        self.explained: dict[_Memo, tuple[str, bool]] = {}
         self.ordered: list[JobState] = []
         self.left: list[_Left] = []
         self.admitted_entries: list[Entry] = []
@@ -363,17 +363,17 @@ class _Pass:
         return known
 
     def explain(self, s: JobState) -> None:
-        """The binding constraint of a waiting job with per-pod demands (rule 3's reason)."""
+        """The binding constraint of a waiting job with per-pod demands (rule 3's reason), and
+        whether the free totals would hold its minimum (then it is fragmented)."""
         v = s.view
         if not v.fixed_demands and v.replica_demand is None:
             return
-        shape = s.min_shape
-        memo = (shape, s.exclude)
-        text = self.explained.get(memo)
-        if text is None:
-            cluster = self.empty if s.unfittable else self.free
-            text = self.explained[memo] = cluster.explain(shape, s.exclude)
-        s.detail = text
+        shape, memo = s.min_shape, (s.min_shape, s.exclude)
+        known = self.explained.get(memo)
+        if known is None:
+            c = self.empty if s.unfittable else self.free
+            known = self.explained[memo] = (c.explain(shape, s.exclude), c.covers(shape))
+        s.detail, s.fragmented = known
 
     def _waiting_state(self, item: _Left, *, position: int | None = None) -> JobState:
         """A quiet job left waiting, as settle() expects it (rule 3's position and reason)."""

@@ -30,6 +30,7 @@ from lattice.scheduler.core.order import (
 from lattice.scheduler.core.requeue import requeue
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage, Strategy
+from lattice.scheduler.core.waitreason import preemption_cause
 
 __all__ = ["capacity_used", "next_wakeup", "settle", "waiting_reason"]
 
@@ -112,6 +113,7 @@ def _settle_waiting(
                 old=s.held,
                 beneficiary=beneficiary.view.display_name,
                 beneficiary_priority=beneficiary.view.priority,
+                cause=preemption_cause(s, beneficiary),
             )
         s.events.append(event)
         why = event.message

@@ -147,6 +147,8 @@ class Preempted(SchedulerEvent):
     beneficiary: str | None = None
     beneficiary_priority: int = 0
     detail: str = "not enough capacity"
+    #: Why the beneficiary ranks first (``waitreason.PreemptionCause``); "" without one.
+    cause: str = ""
 
     @property
     def message(self) -> str:

@@ -4,9 +4,11 @@ Contract:
 - A decision carries the job's complete scheduler-owned state after the pass (the fields the
   loop persists in status), the job's 1-based ``queue_position`` among the candidates left
   waiting (``None`` for admitted and non-candidate jobs), a human
-  ``reason`` and the typed events for what changed.
+  ``reason``, the typed events for what changed, and a stable ``wait_reason`` code with its
+  ``wait_message`` (:mod:`~lattice.scheduler.core.waitreason`).
 - ``changed_fields`` names the persisted fields that differ from the input ``JobView``;
-  ``queue_position``, ``reason`` and ``events`` are not persisted state and never count.
+  ``queue_position``, ``reason``, ``events`` and the wait reason are not persisted state and
+  never count.
   ``attained_service`` and ``service_updated_at`` (:data:`ACCOUNTING_FIELDS`) change on every
   pass for a running job; a loop that throttles status writes may treat a decision whose
   changes are all accounting as unchanged.
@@ -22,6 +24,7 @@ from datetime import datetime
 from typing import Generic, NamedTuple, TypeVar
 
 from lattice.scheduler.core.events import SchedulerEvent
+from lattice.scheduler.core.waitreason import WaitReason
 
 __all__ = ["ACCOUNTING_FIELDS", "STATE_FIELDS", "Decision", "Deferred", "Plan"]
 
@@ -73,6 +76,11 @@ class Decision(NamedTuple):
     changed_fields: frozenset[str] = frozenset()
     #: The node of each pod the job holds, by pod index (fixed pods first); empty at size 0.
     placement: tuple[str, ...] = ()
+    #: Why the job is held back (:mod:`~lattice.scheduler.core.waitreason`); ``None`` while it
+    #: runs, or when the pass does not own its stage. Not persisted state: never counts.
+    wait_reason: WaitReason | None = None
+    #: The sentence of ``wait_reason`` ("" without one).
+    wait_message: str = ""
 
     @property
     def changed(self) -> bool:

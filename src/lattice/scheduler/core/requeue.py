@@ -23,11 +23,12 @@ from datetime import datetime, timedelta
 from lattice.scheduler.core.events import Requeued, format_duration
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage
+from lattice.scheduler.core.waitreason import WaitReason
 
 __all__ = ["REQUEUE_LIMIT_EXCEEDED", "cooldown_for", "limit_message", "requeue"]
 
 #: The reason of a job failed by the requeue limit (scheduler block, condition and event).
-REQUEUE_LIMIT_EXCEEDED = "RequeueLimitExceeded"
+REQUEUE_LIMIT_EXCEEDED = str(WaitReason.REQUEUE_LIMIT_EXCEEDED)
 
 
 def cooldown_for(requeue_count: int, config: SchedulerConfig) -> timedelta:

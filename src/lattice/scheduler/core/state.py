@@ -14,6 +14,7 @@ from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import OrderKey
 from lattice.scheduler.core.plan import Decision
 from lattice.scheduler.core.types import JobView, Stage
+from lattice.scheduler.core.waitreason import classify
 
 __all__ = ["JobState", "to_decision"]
 
@@ -32,6 +33,7 @@ class JobState:
         "detail",
         "events",
         "exclude",
+        "fragmented",
         "free_at_check",
         "grow_at",
         "growth_deferred",
@@ -86,6 +88,8 @@ class JobState:
         self.key: OrderKey | None = None
         # Why a waiting job's minimum has no room, in the cluster's terms ("" in the unit model).
         self.detail = ""
+        # With ``detail``: the free totals would hold its minimum (waitreason's Fragmented).
+        self.fragmented = False
         # Its minimum was released to make room for a job earlier in order (rule 5).
         self.victim = False
         self.free_at_check = 0
@@ -156,5 +160,12 @@ def to_decision(state: JobState) -> Decision:
     if placement != v.placement:
         changed = changed | {"placement"}
     return Decision(
-        v.key, *new, state.position, state.reason, tuple(state.events), changed, placement
+        v.key,
+        *new,
+        state.position,
+        state.reason,
+        tuple(state.events),
+        changed,
+        placement,
+        *classify(state),
     )

@@ -8,8 +8,11 @@ Contract (no I/O, no clock: ``now`` is an argument; deterministic in its argumen
   (``snapshot.shown_position``: the first 10 waiting jobs) is :attr:`Need.MOVED`: moves are
   written in rounds at most every ``position_interval`` (10 s, as Kueue refreshed its
   pending-workload positions every few seconds), so a queue that moves on every pass costs one
-  write per shown job per round, not per pass. ``lastDecision`` rides along with other writes
-  only: the reason's wording alone never costs a write.
+  write per shown job per round, not per pass. A job whose wait ``reason`` code (the
+  decision's ``wait_reason``; none while it runs) differs from the persisted one is written at
+  once, wherever it sits in the queue, so no held-back job shows a blank or stale code.
+  ``lastDecision`` and ``message`` ride along with other writes only: the wording alone (free
+  units, position) never costs a write.
 - An accounting-only change (``attainedService``, ``serviceUpdatedTime`` of a running job) is
   never written alone (flushing it every minute cost one write per running job per minute:
   9,110 status patches for 1,000 MPIJobs in the throughput bench), except the first time a
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from lattice.scheduler.core import ACCOUNTING_FIELDS, Decision, JobView, Plan
+from lattice.scheduler.core import ACCOUNTING_FIELDS, Decision, JobView, Plan, Stage
 from lattice.scheduler.loop.snapshot import shown_position
 from lattice.scheduler.loop.terminal import terminal_pending
 
@@ -106,6 +109,9 @@ def need(
         return Need.WRITE, None
     if not job.view.finished and _shown_spec_changed(job):
         return Need.WRITE, None
+    code = decision.wait_reason
+    if (code is not None or decision.stage == Stage.RUNNING) and job.block.get("reason") != code:
+        return Need.WRITE, None  # the code changed (its wording alone never does this)
     deferred: datetime | None = None
     if decision.changed_fields:  # most decisions change nothing: skip the set arithmetic
         state = decision.changed_fields - ACCOUNTING_FIELDS

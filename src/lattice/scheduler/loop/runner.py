@@ -17,7 +17,8 @@ Contract:
      terminal fields over it) is started as a merge patch without a resourceVersion
      precondition (:mod:`.writer`: the scheduler is the one writer of its block), highest rank
      first;
-  5. *observe*: metrics.
+  5. *observe*: metrics (the queue gauges of :mod:`.outcomes`; what a written decision counts
+     for is recorded once its write succeeded).
   Only status is written: the kind reconcilers turn ``currentSize`` into pods.
 - **Passes do not wait for their writes** (:meth:`run`): a pass ends once its writes are
   started; a job whose write is in flight is read as written. The next pass starts no sooner
@@ -27,13 +28,16 @@ Contract:
   a deferred write falling due, the retry timer (``retry_delay`` after a failed write or pass)
   and a ``resync_period`` safety net.
 - **Metrics**: pass duration, ``lattice_jobs{kind,stage}`` for every (enabled kind, stage)
-  each pass (stage "" shows as ``New``), capacity total/used; the writer's per write.
+  each pass (stage "" shows as ``New``), capacity total/used, pending and admitted jobs per
+  kind and namespace; the writer's per write, with the admission wait, preemptions, evictions
+  and resizes of each written decision (:mod:`.outcomes`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,6 +49,7 @@ from lattice.scheduler.core import Plan, SchedulerConfig, Snapshot, Stage, sched
 from lattice.scheduler.loop.collect import Collected, Collector, Entry, stage_label
 from lattice.scheduler.loop.nodes import node_views
 from lattice.scheduler.loop.options import LoopServices, LoopSources, LoopTuning
+from lattice.scheduler.loop.outcomes import QueueGauges, outcome_of, record
 from lattice.scheduler.loop.policy import Candidate, WriteTiming, choose_writes
 from lattice.scheduler.loop.ranking import Ranking
 from lattice.scheduler.loop.snapshot import status_fields, utc_now
@@ -138,6 +143,8 @@ class SchedulerLoop:
         self._stage_labels: set[tuple[str, str]] = {
             (kind, stage) for kind in self.plugins for stage in STAGE_LABELS
         }
+        services.metrics.init_kinds(self.plugins)
+        self._gauges = QueueGauges(services.metrics)
         #: Passes run so far and the last plan (for tests and debugging).
         self.passes = 0
         self.last_plan: Plan | None = None
@@ -336,7 +343,13 @@ class SchedulerLoop:
             changed=sorted(k for k, v in fields.items() if entry.memo.block.get(k) != v),
         )
         rank = self._ranking.rank(entry.key, view.priority)
-        return self._writer.launch(entry.target(), fields, events=decision.events, rank=rank)
+        outcome = outcome_of(decision, view=view, block=entry.memo.block, now=now)
+        written = (
+            None if outcome is None else functools.partial(record, self.services.metrics, outcome)
+        )
+        return self._writer.launch(
+            entry.target(), fields, events=decision.events, rank=rank, on_written=written
+        )
 
     def _observe(self, plan: Plan, collected: Collected, *, steps: _Steps) -> float:
         stages = collected.stages
@@ -348,6 +361,9 @@ class SchedulerLoop:
         self._stage_labels.update(stages)
         for kind, stage in self._stage_labels:
             m.jobs.labels(kind, stage).set(stages.get((kind, stage), 0))
+        self._gauges.update(
+            (e.view, plan[key]) for key, e in collected.entries.items() if e.memo.terminal is None
+        )
         m.capacity.labels("total").set(plan.capacity_total)
         m.capacity.labels("used").set(plan.capacity_used)
         ended = steps.lap("observe")

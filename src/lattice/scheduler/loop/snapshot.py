@@ -41,8 +41,10 @@ Contract (no I/O, no clock, no logging; every function is deterministic in its a
   ``placement`` is ``Decision.placement`` as ``{child name: node}`` (null when no pod is placed,
   e.g. at size 0), the scheduler being its one writer.
   ``priority``, ``minSize`` and ``maxSize`` are the view's (the plugin's reading of the spec,
-  shown by the kinds' printer columns); a job the requeue limit failed (stage ``Failed``)
-  gets ``reason`` ``RequeueLimitExceeded`` and ``message`` its decision's reason.
+  shown by the kinds' printer columns).
+  ``reason``/``message`` are the decision's ``wait_reason`` and ``wait_message`` (both null for
+  a running job; absent from the fields, so left as they are, for a job whose stage the pass
+  does not own); ``waitingSince`` is :func:`waiting_since`.
   The fields of a finished job come from :mod:`~lattice.scheduler.loop.terminal`.
   :func:`status_patch` nests it at the plugin's path for a merge patch.
 - Trigger relevance: an informer update matters to the scheduler only when the object's
@@ -72,7 +74,6 @@ from lattice.primitives.paths import get_path
 from lattice.primitives.times import format_micro_time, parse_opt_time
 from lattice.runtime.projections import PodInfo
 from lattice.scheduler.core import (
-    REQUEUE_LIMIT_EXCEEDED,
     Constraint,
     Decision,
     JobView,
@@ -104,6 +105,7 @@ __all__ = [
     "status_fields",
     "status_patch",
     "utc_now",
+    "waiting_since",
     "with_status",
 ]
 
@@ -314,7 +316,7 @@ def status_fields(
 ) -> dict[str, Any]:
     """Every scheduler field of the status block after ``decision`` (camelCase, nulls kept)."""
     started = view.current_size == 0 and decision.size > 0
-    return {
+    fields: dict[str, Any] = {
         "stage": str(decision.stage),
         "currentSize": decision.size,
         "submitTime": format_time(decision.submit_time),
@@ -335,15 +337,29 @@ def status_fields(
         "priority": view.priority,
         "minSize": view.min_size,
         "maxSize": view.max_size,
-        **_failure(decision),
+        "waitingSince": waiting_since(decision, view=view, previous=previous, now=now),
     }
+    code = decision.wait_reason
+    if code is not None or decision.stage == Stage.RUNNING:
+        fields["reason"] = None if code is None else str(code)
+        fields["message"] = decision.wait_message or None
+    return fields
 
 
-def _failure(decision: Decision) -> dict[str, Any]:
-    """``reason``/``message`` of a job the requeue limit failed (stage Failed); else none."""
-    if decision.stage != Stage.FAILED:
-        return {}
-    return {"reason": REQUEUE_LIMIT_EXCEEDED, "message": decision.reason}
+def waiting_since(
+    decision: Decision, *, view: JobView, previous: Mapping[str, Any], now: datetime
+) -> str | None:
+    """``waitingSince`` after ``decision``: kept while the job waits as a candidate, ``now``
+    when it enters waiting (new, stopped, cooldown over, resumed), ``None`` otherwise. A block
+    written before the field existed counts the wait from ``queuedTime``."""
+    if decision.stage != Stage.WAITING or decision.queued_time is None:
+        return None
+    if decision.wait_reason is None:  # finished, left as it is
+        return None
+    if view.stage == Stage.WAITING and view.current_size == 0 and view.queued_time is not None:
+        kept = previous.get("waitingSince")
+        return kept if isinstance(kept, str) else format_time(view.queued_time)
+    return format_time(now)
 
 
 def _placement_patch(new: dict[str, str] | None, old: Any) -> dict[str, str | None] | None:

@@ -25,7 +25,8 @@ Contract:
   loop then runs another pass ``retry_delay`` later).
 - Metrics: ``lattice_scheduler_status_writes_total{result}`` (ok, not_found, conflict, error,
   dropped), ``lattice_scheduler_decisions_total{type}`` and ``lattice_preemptions_total`` for
-  written events.
+  written events; a write's ``on_written`` (the loop's queue metrics, :mod:`.outcomes`) runs
+  after its events.
 """
 
 from __future__ import annotations
@@ -187,13 +188,17 @@ class Writer:
         *,
         events: Sequence[SchedulerEvent] = (),
         rank: int = 0,
+        on_written: Callable[[], None] | None = None,
     ) -> asyncio.Task[bool]:
         """Start writing ``fields`` to ``target``'s block; from now on :meth:`current` reads the
-        job as written. Chained behind the job's write in flight, if any."""
+        job as written. Chained behind the job's write in flight, if any. ``on_written`` runs
+        once the write succeeded, after its events."""
         prior = self._own.get(target.key)
         chained = prior.task if prior is not None and prior.task is not None else None
         own = _Own(fields=fields, path=target.path, uid=target.uid, seq=next(self._seq))
-        task = asyncio.create_task(self._write(target, own, events, chained=chained, rank=rank))
+        task = asyncio.create_task(
+            self._write(target, own, events, chained=chained, rank=rank, on_written=on_written)
+        )
         own.task = task
         self._own[target.key] = own
         self._tasks.add(task)
@@ -215,6 +220,7 @@ class Writer:
         *,
         chained: asyncio.Task[bool] | None,
         rank: int,
+        on_written: Callable[[], None] | None = None,
     ) -> bool:
         result: str | None = None  # stays None if cancelled
         try:
@@ -250,6 +256,8 @@ class Writer:
                 own.done_at = self._clock.monotonic()
             result = "ok"
             self._emit(target, events)
+            if on_written is not None:
+                on_written()
             return True
         finally:
             own.task = None
