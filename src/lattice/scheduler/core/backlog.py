@@ -82,6 +82,10 @@ class Backlog:
     pending: list[tuple[datetime, int, Entry]] = field(default_factory=list)
     promo: dict[int, int] = field(default_factory=dict)
     seq: int = 0
+    #: The keys of the live entries.
+    held: set[str] = field(default_factory=set)
+    #: id(view) of the entries the last pass admitted (most likely gone from the next one).
+    admitted: list[int] = field(default_factory=list)
 
     def key_at(self, e: Entry, now: datetime) -> OrderKey:
         at = e.promote_at
@@ -155,6 +159,7 @@ def _fresh(quiet: list[Entry], config: SchedulerConfig, now: datetime) -> Backlo
     for k, e in pairs:
         b.class_of(e).keys.append(k)
         b.live[id(e.view)] = e
+        b.held.add(e.view.key)
         if e.promote_at is not None and e.promote_at > now:
             b.wait_promotion(e)
     return b
@@ -164,28 +169,40 @@ def _first(pair: tuple[OrderKey, Entry]) -> OrderKey:
     return pair[0]
 
 
-def backlog(
-    jobs: Sequence[JobView], config: SchedulerConfig, now: datetime
-) -> tuple[Backlog, list[JobView]]:
-    """The quiet jobs of ``jobs`` as a backlog, and the other views (see the contract).
-    Raises ``ValueError`` on a duplicate job key."""
+def _check_keys(jobs: Sequence[JobView]) -> None:
     if len(set(map(_KEY, jobs))) != len(jobs):
         seen: set[str] = set()
         for view in jobs:
             if view.key in seen:
                 raise ValueError(f"duplicate job key {view.key!r}")
             seen.add(view.key)
+
+
+def backlog(
+    jobs: Sequence[JobView], config: SchedulerConfig, now: datetime
+) -> tuple[Backlog, list[JobView]]:
+    """The quiet jobs of ``jobs`` as a backlog, and the other views (see the contract).
+    Raises ``ValueError`` on a duplicate job key."""
     trim_memo(len(jobs))
-    prev = _STATE[0] if _STATE else None
-    by_id = dict(zip(map(id, jobs), jobs, strict=True))
+    prev = _STATE.pop() if _STATE else None  # put back only once this pass is through
     if prev is not None and (prev.config is not config or now < prev.now):
         prev = None
-    if prev is not None:
-        gone = prev.live.keys() - by_id.keys()
-        new = by_id.keys() - prev.live.keys()
-        if len(gone) + len(new) > len(jobs) // 2 + 64:
+    by_id = dict(zip(map(id, jobs), jobs, strict=True))
+    gone: list[int] = []
+    new: set[int] = set()
+    if prev is not None and len(by_id) == len(jobs):
+        live = prev.live
+        new = by_id.keys() - live.keys()  # the views that are not quiet, and new quiet ones
+        missing = len(live) - len(jobs) + len(new)
+        gone = [i for i in prev.admitted if i in live and i not in by_id]
+        if len(gone) != missing:  # the guess (the views admitted last pass) fell short
+            gone = list(live.keys() - by_id.keys())
+        if missing + len(new) > len(jobs) // 2 + 64 or not _unique(prev, by_id, gone, new):
             prev = None
+    else:
+        prev = None
     if prev is None:
+        _check_keys(jobs)
         others: list[JobView] = []
         quiet: list[Entry] = []
         for view in jobs:
@@ -202,16 +219,28 @@ def backlog(
     return b, others
 
 
+def _unique(prev: Backlog, by_id: dict[int, JobView], gone: list[int], new: set[int]) -> bool:
+    """Whether the keys stay unique: the previous pass's were, so a duplicate involves a view
+    that was not in its backlog."""
+    keys = [by_id[i].key for i in new]
+    if len(set(keys)) != len(keys):
+        return False
+    held = prev.held
+    dropped = {prev.live[i].view.key for i in gone}
+    return not any(k in held and k not in dropped for k in keys)
+
+
 def _update(
-    b: Backlog, by_id: dict[int, JobView], gone: set[int], new: set[int], now: datetime
+    b: Backlog, by_id: dict[int, JobView], gone: list[int], new: set[int], now: datetime
 ) -> tuple[Backlog, list[JobView]]:
     """The previous backlog, changed to this pass (see the contract)."""
-    b = replace(b)  # a new holder of the same parts: the old one's keys stay as they are
+    b = replace(b, admitted=[])  # a new holder of the same parts: the old keys stay as they are
     w = _Writer(b)
     live = b.live
     promo = b.promo
     for i in gone:
         e = live.pop(i)
+        b.held.discard(e.view.key)
         promo.pop(id(e), None)
         w.remove(e, b.key_at(e, b.now))
     pending = b.pending
@@ -231,6 +260,7 @@ def _update(
             others.append(view)
             continue
         live[i] = found
+        b.held.add(view.key)
         w.insert(found, b.key_at(found, now))
         if found.promote_at is not None and found.promote_at > now:
             b.wait_promotion(found)

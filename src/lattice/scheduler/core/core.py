@@ -95,17 +95,15 @@ from lattice.scheduler.core.order import (
     las_rank,
     order_key,
 )
-from lattice.scheduler.core.placement import Cluster
 from lattice.scheduler.core.plan import Decision, Deferred, Plan
 from lattice.scheduler.core.quiet import Entry, LazyDecisions
+from lattice.scheduler.core.reserved import empty, reserved
 from lattice.scheduler.core.room import (
     Holders,
     make_room,
     min_demands,
     place_missing,
-    refusals,
     release_from,
-    reserve_running,
 )
 from lattice.scheduler.core.state import JobState, to_decision
 from lattice.scheduler.core.steps import cooldown_for, grow, grow_one, prepare
@@ -136,9 +134,9 @@ class _Pass:
         # Candidates that are not quiet, by order key (a heap).
         self.heap: list[tuple[OrderKey, JobState]] = []
         self.quiet_wake = self.q.wake()
-        self.free = Cluster(snapshot.nodes)
+        self.nodes, self.limit = snapshot.nodes, 8 * len(jobs) + 4096  # memo sizes
+        self.empty = self.free = empty(snapshot.nodes, limit=self.limit)  # see candidates()
         self.total = sum(max(0, node.free_units) for node in snapshot.nodes)
-        self.empty = self.free.copy()
         self.fits_empty: dict[_Shape, bool] = {}
         # Gangs that found no room (placing or preempting) at a release generation: they
         # cannot find any until something is released again.
@@ -181,10 +179,11 @@ class _Pass:
             self.heap.append((key, s))
             self.candidate_states.append(s)
             if s.held:
-                reserve_running(s, self.free, refusals(v, now=now, grace=config.refusal_grace))
                 self.holding.append(s)
                 if is_protected(v):
                     self.protected.append((key, s))
+        grace = config.refusal_grace
+        self.free = reserved(self.nodes, self.holding, now=now, grace=grace, limit=self.limit)
         self.holding.sort(key=attrgetter("key"))
         self.holders = Holders(self.holding)
 
@@ -485,6 +484,7 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
     settle(p.ordered, now=now, config=p.config, capacity=p.total)
     eager = {s.view.key: to_decision(s) for s in p.full}
     eager.update((s.view.key, to_decision(s)) for s in p.from_entries)
+    p.q.admitted = [id(e.view) for e in p.admitted_entries]
     jobs = p.jobs
     return Plan(
         decisions=LazyDecisions(
