@@ -24,6 +24,7 @@ from bisect import bisect_left, insort
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from itertools import compress
 from operator import attrgetter
 
 from lattice.scheduler.core.model import PodDemand
@@ -187,17 +188,19 @@ def backlog(
     prev = _STATE.pop() if _STATE else None  # put back only once this pass is through
     if prev is not None and (prev.config is not config or now < prev.now):
         prev = None
-    by_id = dict(zip(map(id, jobs), jobs, strict=True))
+    ids = list(map(id, jobs))
+    current = set(ids)
     gone: list[int] = []
-    new: set[int] = set()
-    if prev is not None and len(by_id) == len(jobs):
+    new: list[JobView] = []
+    if prev is not None and len(current) == len(jobs):
         live = prev.live
-        new = by_id.keys() - live.keys()  # the views that are not quiet, and new quiet ones
+        fresh = current.difference(live)  # the views that are not quiet, and new quiet ones
+        new = list(compress(jobs, map(fresh.__contains__, ids)))
         missing = len(live) - len(jobs) + len(new)
-        gone = [i for i in prev.admitted if i in live and i not in by_id]
+        gone = [i for i in prev.admitted if i in live and i not in current]
         if len(gone) != missing:  # the guess (the views admitted last pass) fell short
-            gone = list(live.keys() - by_id.keys())
-        if missing + len(new) > len(jobs) // 2 + 64 or not _unique(prev, by_id, gone, new):
+            gone = list(live.keys() - current)
+        if missing + len(new) > len(jobs) // 2 + 64 or not _unique(prev, gone, new):
             prev = None
     else:
         prev = None
@@ -213,16 +216,16 @@ def backlog(
                 quiet.append(e)
         b = _fresh(quiet, config, now)
     else:
-        b, others = _update(prev, by_id, gone, new, now)
+        b, others = _update(prev, gone, new, now)
     if _CACHING[0]:
         _STATE[:] = [b]
     return b, others
 
 
-def _unique(prev: Backlog, by_id: dict[int, JobView], gone: list[int], new: set[int]) -> bool:
+def _unique(prev: Backlog, gone: list[int], new: list[JobView]) -> bool:
     """Whether the keys stay unique: the previous pass's were, so a duplicate involves a view
     that was not in its backlog."""
-    keys = [by_id[i].key for i in new]
+    keys = [v.key for v in new]
     if len(set(keys)) != len(keys):
         return False
     held = prev.held
@@ -231,7 +234,7 @@ def _unique(prev: Backlog, by_id: dict[int, JobView], gone: list[int], new: set[
 
 
 def _update(
-    b: Backlog, by_id: dict[int, JobView], gone: list[int], new: set[int], now: datetime
+    b: Backlog, gone: list[int], new: list[JobView], now: datetime
 ) -> tuple[Backlog, list[JobView]]:
     """The previous backlog, changed to this pass (see the contract)."""
     b = replace(b, admitted=[])  # a new holder of the same parts: the old keys stay as they are
@@ -253,13 +256,12 @@ def _update(
     b.now = now
     others: list[JobView] = []
     config = b.config
-    for i in new:
-        view = by_id[i]
+    for view in new:
         found = entry_for(view, config)
         if found is None:
             others.append(view)
             continue
-        live[i] = found
+        live[id(view)] = found
         b.held.add(view.key)
         w.insert(found, b.key_at(found, now))
         if found.promote_at is not None and found.promote_at > now:
