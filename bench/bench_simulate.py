@@ -9,9 +9,9 @@ checkout's code (*new*), and the same policy with the code of ``--old`` (default
 the commit before the faster pass), extracted with ``git archive`` into a temporary directory
 and run in a subprocess with ``PYTHONPATH`` pointing at it (the old reader has no
 ``--cluster``, so it gets the cluster's rows as a file of their own). Prints wall and CPU
-seconds, scheduler passes and the old/new ratio of each. The default case is the Philly
-virtual cluster 103959 at 21 GPUs (``fifo-backfill`` at 90 % utilisation), with the issue's
-mapping: Amdahl speedup 0.95, sizes 0.5x-2x, 30 s restarts.
+seconds, scheduler passes and the old/new ratios of wall and CPU time. The default case is
+the Philly virtual cluster 103959 at 21 GPUs (``fifo-backfill`` at 90 % utilisation), with
+the issue's mapping: Amdahl speedup 0.95, sizes 0.5x-2x, 30 s restarts.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def main() -> int:
     parse = time.perf_counter() - started
     base = run_policies(jobs, ["fifo-backfill"], capacity=args.capacity, timeline=False)[0]
     print(f"{len(jobs)} jobs ({args.cluster or args.trace.name}), capacity {args.capacity}")
-    head = f"{'run':<34} {'wall s':>8} {'cpu s':>8} {'passes':>7} {'old/new':>8}"
+    head = f"{'run':<34} {'wall s':>8} {'cpu s':>8} {'passes':>7} {'old/new wall, cpu':>18}"
     print(head)
     print(f"{'parse+map':<34} {parse:>8.3f}")
     print(f"{'fifo-backfill (baseline)':<34} {base.wall_seconds:>8.3f}")
@@ -120,7 +120,7 @@ def main() -> int:
             print(
                 f"{policy + ' (old ' + args.old + ')':<34} {old['wall']:>8.3f} "
                 f"{old['cpu']:>8.3f} {int(old['passes']):>7} "
-                f"{old['wall'] / run.wall_seconds:>7.1f}x"
+                f"{old['wall'] / run.wall_seconds:>8.1f}x {old['cpu'] / new_cpu:>8.1f}x"
             )
     return 0
 

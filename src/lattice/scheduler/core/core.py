@@ -67,17 +67,21 @@ another plan: a cooldown ending, a pending timeout or refusal expiring, a deferr
 allowed (only when a replica would fit), a LAS band change or a job gaining or losing its
 promotion.
 
-Cost: a *quiet* waiting job (:mod:`lattice.scheduler.core.quiet`) costs a memo lookup and a
-heap entry until it is tried; gangs that found no room are not tried again until something is
-released; decisions of jobs left waiting are built only when read. The plan is the same.
+Cost: *quiet* waiting jobs (:mod:`~lattice.scheduler.core.quiet`) stay sorted from pass to pass
+(:mod:`~lattice.scheduler.core.backlog`); runs of them whose gang cannot find room are left
+waiting at once, and their decisions are built only when read. The plan is the same.
 """
 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from datetime import datetime
+from operator import attrgetter, itemgetter
 
+from lattice.scheduler.core.backlog import backlog, caching
 from lattice.scheduler.core.effects import next_wakeup, settle
+from lattice.scheduler.core.leftover import Left, from_entry, left_items, next_promotion
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
@@ -91,17 +95,15 @@ from lattice.scheduler.core.order import (
     las_rank,
     order_key,
 )
-from lattice.scheduler.core.placement import Cluster
 from lattice.scheduler.core.plan import Decision, Deferred, Plan
-from lattice.scheduler.core.quiet import Entry, LazyDecisions, entries_for, trim_memo
+from lattice.scheduler.core.quiet import Entry, LazyDecisions
+from lattice.scheduler.core.reserved import empty, reserved
 from lattice.scheduler.core.room import (
     Holders,
     make_room,
     min_demands,
     place_missing,
-    refusals,
     release_from,
-    reserve_running,
 )
 from lattice.scheduler.core.state import JobState, to_decision
 from lattice.scheduler.core.steps import cooldown_for, grow, grow_one, prepare
@@ -110,13 +112,11 @@ from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
 __all__ = ["cooldown_for", "schedule"]
 
 _NEVER = NOT_RUNNING
+_first = itemgetter(0)
 _Shape = tuple[PodDemand, ...]
 _NONE: frozenset[int] = frozenset()
 # A gang and the nodes it may not use.
 _Memo = tuple[_Shape, frozenset[int]]
-# A quiet job left waiting: (entry, its order key, queue position, free units at its check,
-# the StrictFIFO blocker ahead of it).
-_Left = tuple[Entry, OrderKey, int, int, JobView | None]
 
 
 class _Pass:
@@ -128,36 +128,15 @@ class _Pass:
         self.jobs = jobs = snapshot.jobs
         self.las = config.strategy == Strategy.LEAST_ATTAINED_SERVICE
         self.strict = config.strategy == Strategy.STRICT_FIFO
-        self.full: list[JobState] = []
-        # Candidates by order key (a heap): JobStates and quiet Entries.
-        self.heap: list[tuple[OrderKey, JobState | Entry]] = []
-        self.quiet_wake: datetime | None = None
-        if len({view.key for view in jobs}) != len(jobs):
-            seen: set[str] = set()
-            for view in jobs:
-                if view.key in seen:
-                    raise ValueError(f"duplicate job key {view.key!r}")
-                seen.add(view.key)
-        full, heap = self.full, self.heap
-        wake: datetime | None = None
-        for view, entry in zip(jobs, entries_for(jobs, config), strict=True):
-            if entry is None:
-                full.append(JobState(view))
-                continue
-            at = entry.promote_at
-            if at is None:
-                heap.append((entry.key_plain, entry))
-            elif now >= at:
-                heap.append((entry.key_promoted, entry))
-            else:
-                heap.append((entry.key_plain, entry))
-                if wake is None or at < wake:
-                    wake = at
-        self.quiet_wake = wake
-        trim_memo(len(jobs))
-        self.free = Cluster(snapshot.nodes)
+        # The quiet jobs in order (kept across passes), and the others' working states.
+        self.q, others = backlog(jobs, config, now)
+        self.full = [JobState(view) for view in others]
+        # Candidates that are not quiet, by order key (a heap).
+        self.heap: list[tuple[OrderKey, JobState]] = []
+        self.quiet_wake = self.q.wake()
+        self.nodes, self.limit = snapshot.nodes, 8 * len(jobs) + 4096  # memo sizes
+        self.empty = self.free = empty(snapshot.nodes, limit=self.limit)  # see candidates()
         self.total = sum(max(0, node.free_units) for node in snapshot.nodes)
-        self.empty = self.free.copy()
         self.fits_empty: dict[_Shape, bool] = {}
         # Gangs that found no room (placing or preempting) at a release generation: they
         # cannot find any until something is released again.
@@ -167,7 +146,7 @@ class _Pass:
         self.holders = Holders(())
         self.explained: dict[_Memo, tuple[str, bool]] = {}
         self.ordered: list[JobState] = []
-        self.left: list[_Left] = []
+        self.left: list[Left] = []
         self.admitted_entries: list[Entry] = []
         self.from_entries: list[JobState] = []
         self.candidate_states: list[JobState] = []
@@ -175,7 +154,6 @@ class _Pass:
         self.pinned: set[JobState] = set()
         self.blocker: JobView | None = None
         self.waiting = 0
-        self.free_at_stop = 0
 
     def candidates(self) -> None:
         """Rules 1, 7, 8 and the order keys (rule 2) of every job that is not quiet."""
@@ -201,11 +179,12 @@ class _Pass:
             self.heap.append((key, s))
             self.candidate_states.append(s)
             if s.held:
-                reserve_running(s, self.free, refusals(v, now=now, grace=config.refusal_grace))
                 self.holding.append(s)
                 if is_protected(v):
                     self.protected.append((key, s))
-        self.holding.sort(key=_key_of)
+        grace = config.refusal_grace
+        self.free = reserved(self.nodes, self.holding, now=now, grace=grace, limit=self.limit)
+        self.holding.sort(key=attrgetter("key"))
         self.holders = Holders(self.holding)
 
     def admit(self) -> None:
@@ -245,32 +224,97 @@ class _Pass:
                 s.unfittable, s.blocker, s.free_at_check = False, None, 0
 
     def _walk(self, pins: list[tuple[OrderKey, JobState]]) -> None:
-        heap, free = self.heap, self.free
+        """Merge the candidates' heap with the backlog in order; runs of quiet jobs that
+        nothing can change (their class is hopeless, or failed since the last release) are
+        left waiting at once."""
+        heap, keys, classes = self.heap, self.q.keys, self.q.classes
         waiting_pins = list(pins)
         self.pinned = set()
         pending = len(self.candidate_states)
-        while heap:
-            if not pending and self.blocker is not None:
+        # Each class's next key, and the classes set aside for a failure that may be stale.
+        todo = [(c.keys[0], i) for i, c in enumerate(classes) if c.keys]
+        heapq.heapify(todo)
+        aside: list[int] = []
+        at, end = 0, len(keys)
+        while pending or self.blocker is None:
+            for ck, ci in [(classes[ci].keys, ci) for ci in aside] if at < end else ():
+                if (j := bisect_left(ck, keys[at])) < len(ck):
+                    heapq.heappush(todo, (ck[j], ci))
+            aside = []
+            first: OrderKey | None = heap[0][0] if heap else None
+            if at < end and (first is None or keys[at] < first):
+                first = keys[at]
+            if first is None:
                 break
-            key, x = heapq.heappop(heap)
-            while waiting_pins and waiting_pins[0][0][0] <= key[0]:
+            if waiting_pins and waiting_pins[0][0][0] <= first[0]:
                 self._pin(waiting_pins.pop(0)[1])
-            if isinstance(x, JobState):
-                if x not in self.pinned and not self._try_state(x):
-                    if key[3] != NOT_RUNNING:
-                        # Stopped: it ranks as a job holding nothing (criterion 4), as it
-                        # will in the next pass, so it waits (and blocks) from there.
-                        release_from(x, free, 0)
-                        self.holders.gen += 1
-                        x.key = (*key[:3], NOT_RUNNING, *key[4:])
-                        heapq.heappush(heap, ((*key[:3], NOT_RUNNING, *key[4:]), x))
-                        continue
-                    self._wait_state(x)
-                pending -= 1
-                self.ordered.append(x)
-            else:
-                self._admit_entry(x, key)
-        self.free_at_stop = free.unit_free()
+                continue
+            lim: tuple[object, ...] | None = heap[0][0] if heap else None
+            if waiting_pins and (lim is None or (waiting_pins[0][0][0],) < lim):
+                lim = (waiting_pins[0][0][0],)  # before every key of the pin's priority
+            found = self._next_entry(todo, lim, aside)
+            stop = lim if found is None else found[0]
+            upto = end if stop is None else bisect_left(keys, stop, at)
+            self._leave(at, upto)
+            at = upto
+            if found is not None:
+                key, ci = found
+                self._admit_entry(self.q.entries[at], key, at)
+                at += 1
+                ck = classes[ci].keys
+                j = bisect_left(ck, key) + 1
+                if j < len(ck):
+                    heapq.heappush(todo, (ck[j], ci))
+            elif heap and stop is heap[0][0]:
+                pending -= self._step(heapq.heappop(heap))
+        self._leave(at, end)
+
+    def _next_entry(
+        self, todo: list[tuple[OrderKey, int]], lim: tuple[object, ...] | None, aside: list[int]
+    ) -> tuple[OrderKey, int] | None:
+        """The first quiet job before ``lim`` that the walk must try (``todo``: each class's
+        next key); classes it skips that a release may revive go ``aside``."""
+        skip = caching()
+        while todo and (lim is None or todo[0][0] < lim):
+            key, ci = heapq.heappop(todo)
+            c = self.q.classes[ci]
+            if not skip:
+                return key, ci
+            if self.blocker is not None:
+                continue
+            hopeless = c.hopeless in self.hopeless
+            if hopeless or self.failed.get(c.memo) == self.holders.gen:
+                if self.strict and self._fits_empty(c.shape):
+                    return key, ci  # left waiting, it blocks: not skipped
+                if not hopeless:
+                    aside.append(ci)
+                continue
+            return key, ci
+        return None
+
+    def _step(self, item: tuple[OrderKey, JobState]) -> int:
+        """One candidate that is not quiet; 1 when it is done, 0 when it was stopped."""
+        key, x = item
+        if x not in self.pinned and not self._try_state(x):
+            if key[3] != NOT_RUNNING:
+                # Stopped: it ranks as a job holding nothing (criterion 4), as it will in
+                # the next pass, so it waits (and blocks) from there.
+                release_from(x, self.free, 0)
+                self.holders.gen += 1
+                x.key = (*key[:3], NOT_RUNNING, *key[4:])
+                heapq.heappush(self.heap, (x.key, x))
+                return 0
+            self._wait_state(x)
+        self.ordered.append(x)
+        return 1
+
+    def _leave(self, start: int, stop: int, free_at: int | None = None) -> None:
+        """Quiet jobs ``start`` to ``stop`` of the backlog are left waiting, in order."""
+        if stop > start:
+            if free_at is None:
+                free_at = 0 if self.blocker is not None else self.free.unit_free()
+            self.left.append((start, stop, self.waiting, free_at, self.blocker))
+            self.waiting += stop - start
 
     def _pin(self, s: JobState) -> None:
         """Place a protected job's minimum ahead of the rest of its priority."""
@@ -320,7 +364,7 @@ class _Pass:
         elif self.strict:
             self.blocker = s.view
 
-    def _admit_entry(self, e: Entry, key: OrderKey) -> None:
+    def _admit_entry(self, e: Entry, key: OrderKey, i: int) -> None:
         free_at = 0
         if self.blocker is None:
             free_at = self.free.unit_free()
@@ -328,7 +372,7 @@ class _Pass:
             s = None
             hopeless = (e.shape, _NONE, e.view.priority) in self.hopeless
             if not hopeless and self.failed.get(memo) != self.holders.gen:
-                s = _from_entry(e, key)
+                s = from_entry(e, key)
                 if not self._place(s, e.shape):
                     s = None
             if s is not None:
@@ -338,8 +382,7 @@ class _Pass:
                 self.from_entries.append(s)
                 self._admitted(s)
                 return
-        self.waiting += 1
-        self.left.append((e, key, self.waiting, free_at, self.blocker))
+        self._leave(i, i + 1, free_at)
         if self.blocker is None and self.strict and self._fits_empty(e.shape):
             self.blocker = e.view
 
@@ -375,35 +418,21 @@ class _Pass:
             known = self.explained[memo] = (c.explain(shape, s.exclude), c.covers(shape))
         s.detail, s.fragmented = known
 
-    def _waiting_state(self, item: _Left, *, position: int | None = None) -> JobState:
-        """A quiet job left waiting, as settle() expects it (rule 3's position and reason)."""
-        e, key, pos, free_at, blocker = item
-        s = _from_entry(e, key)
-        s.min_shape = e.shape
-        s.position = pos if position is None else position
-        s.free_at_check = free_at
-        if not self._fits_empty(e.shape):
-            s.unfittable = True
-        elif blocker is not None:
-            s.blocker = blocker
-        return s
-
     def rest(self) -> dict[str, Decision]:
-        """Decisions of the quiet jobs left waiting (walked, then the unwalked tail)."""
-        out: dict[str, Decision] = {}
-        states = [self._waiting_state(item) for item in self.left]
-        stop_blocker = self.blocker
-        for i, (key, x) in enumerate(sorted(self.heap, key=_first)):
-            assert isinstance(x, Entry)
-            free_at = 0 if stop_blocker is not None else self.free_at_stop
-            item = (x, key, 0, free_at, stop_blocker)
-            states.append(self._waiting_state(item, position=self.waiting + i + 1))
-        for s in states:
+        """Decisions of the quiet jobs left waiting, as settle() expects them (rule 3's
+        position and reason)."""
+        states: list[JobState] = []
+        for e, key, pos, free_at, blocker in left_items(self.left, self.q):
+            s = from_entry(e, key)
+            s.position, s.free_at_check = pos, free_at
+            if not self._fits_empty(e.shape):
+                s.unfittable = True
+            elif blocker is not None:
+                s.blocker = blocker
             self.explain(s)
+            states.append(s)
         settle(states, now=self.now, config=self.config, capacity=self.total)
-        for s in states:
-            out[s.view.key] = to_decision(s)
-        return out
+        return {s.view.key: to_decision(s) for s in states}
 
     def final_order(self) -> tuple[str, ...]:
         """The order as the next pass will see it: jobs admitted or stopped in this pass take
@@ -426,8 +455,7 @@ class _Pass:
                 rank = las_rank(s.band, aged=promoted)
             key = order_key(s.view, queued_time=s.queued or _NEVER, rank=rank, admitted=admitted)
             keyed.append((key, s.view.key))
-        keyed += [(item[1], item[0].view.key) for item in self.left]
-        keyed += [(key, x.view.key) for key, x in self.heap]
+        keyed += [(item[1], item[0].view.key) for item in left_items(self.left, self.q)]
         keyed.sort(key=_first)
         return tuple(k for _, k in keyed)
 
@@ -435,43 +463,11 @@ class _Pass:
         """Rule 9's ``next_wakeup``: the candidates' own, and quiet jobs' promotions."""
         quiet = self.quiet_wake
         if quiet is not None and any(e.promote_at == quiet for e in self.admitted_entries):
-            quiet = self._quiet_wake({id(e) for e in self.admitted_entries})
+            quiet = next_promotion(self.left, self.q, self.now)
         found = next_wakeup([*self.full, *self.from_entries], now=self.now, config=self.config)
         if quiet is None:
             return found
         return quiet if found is None else min(found, quiet)
-
-    def _quiet_wake(self, admitted: set[int]) -> datetime | None:
-        best: datetime | None = None
-        entries = [item[0] for item in self.left]
-        entries += [x for _, x in self.heap if isinstance(x, Entry)]
-        for e in entries:
-            at = e.promote_at
-            if id(e) in admitted or at is None or at <= self.now:
-                continue
-            if best is None or at < best:
-                best = at
-        return best
-
-
-def _first(item: tuple[OrderKey, object]) -> OrderKey:
-    return item[0]
-
-
-def _key_of(s: JobState) -> OrderKey:
-    assert s.key is not None
-    return s.key
-
-
-def _from_entry(e: Entry, key: OrderKey) -> JobState:
-    """A quiet job's working state, with the LAS rank its order key was built from."""
-    s = JobState(e.view)
-    s.key = key
-    s.band = e.band
-    s.rank = key[1]
-    s.aged = s.rank == 1  # las_rank: 1 only for a promoted job
-    s.min_shape = e.shape
-    return s
 
 
 def schedule(snapshot: Snapshot, now: datetime) -> Plan:
@@ -488,10 +484,11 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
     settle(p.ordered, now=now, config=p.config, capacity=p.total)
     eager = {s.view.key: to_decision(s) for s in p.full}
     eager.update((s.view.key, to_decision(s)) for s in p.from_entries)
-    keys = [v.key for v in p.jobs]
+    p.q.admitted = [id(e.view) for e in p.admitted_entries]
+    jobs = p.jobs
     return Plan(
         decisions=LazyDecisions(
-            eager, count=len(keys), keys=lambda: sorted(keys), build_rest=p.rest
+            eager, count=len(jobs), keys=lambda: sorted(v.key for v in jobs), build_rest=p.rest
         ),
         deferred_order=Deferred(p.final_order),
         next_wakeup=p.wakeup(),

@@ -141,6 +141,9 @@ class Cluster:
         clone._vectors, clone._reaches, clone._ids = self._vectors, self._reaches, self._ids
         return clone
 
+    def memo_size(self) -> int:  # entries in the memos by demand and constraint
+        return len(self._vectors) + len(self._ids) + len(self._eligible)
+
     def _key(self, i: int) -> _Key:
         state = 2 if self.excl[i] else (1 if self.count[i] else 0)
         return (tuple(self.free[i]), state)

@@ -1,0 +1,269 @@
+"""The quiet jobs of a pass in scheduling order, kept from one pass to the next.
+
+Contract (internal to the core; it only skips work, never changes a plan):
+- :func:`backlog` splits a snapshot's jobs into the *quiet* ones (:mod:`.quiet`), as a
+  :class:`Backlog` sorted by each entry's order key at ``now`` (``key_promoted`` once ``now``
+  reaches ``promote_at``, else ``key_plain``), and the others, as views. Entries are grouped
+  in *classes* of equal (minimum shape, priority): within one walk, what may be skipped is
+  the same for every entry of a class (:mod:`.core`).
+- The previous pass's backlog is kept, keyed by the views' identities (views are immutable)
+  and the config's identity: the next pass drops the views that left, moves the entries
+  whose promotion time it passed, and inserts the new quiet views, instead of sorting every
+  quiet job again. A config change, a clock going back or a large change rebuilds it. A
+  backlog once returned is never changed (later passes copy before changing), so a plan's
+  lazily built parts may read it.
+- :func:`set_caching` (tests only) turns both the reuse and the skipping of
+  :mod:`.core`'s walk off, so that a pass processes every quiet job one by one: the plan must
+  be the same either way.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import bisect_left, insort
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from itertools import compress
+from operator import attrgetter
+
+from lattice.scheduler.core.model import PodDemand
+from lattice.scheduler.core.order import OrderKey
+from lattice.scheduler.core.quiet import Entry, entry_for, trim_memo
+from lattice.scheduler.core.types import JobView, SchedulerConfig
+
+__all__ = ["Backlog", "Class", "backlog", "caching", "set_caching"]
+
+_NONE: frozenset[int] = frozenset()
+_KEY = attrgetter("key")
+_CACHING = [True]
+
+
+def set_caching(enabled: bool) -> None:
+    """Turn the backlog's reuse and the walk's skipping on or off (for tests)."""
+    _CACHING[0] = enabled
+    _STATE.clear()
+
+
+def caching() -> bool:
+    """Whether reuse and skipping are on."""
+    return _CACHING[0]
+
+
+@dataclass(slots=True, eq=False)
+class Class:
+    """The quiet entries of one (minimum shape, priority), by their keys in order."""
+
+    shape: tuple[PodDemand, ...]
+    priority: int
+    keys: list[OrderKey] = field(default_factory=list)
+    #: The memo keys a walk checks (:mod:`.core`'s ``failed`` and ``hopeless``).
+    memo: tuple[tuple[PodDemand, ...], frozenset[int]] = field(init=False)
+    hopeless: tuple[tuple[PodDemand, ...], frozenset[int], int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.memo = (self.shape, _NONE)
+        self.hopeless = (self.shape, _NONE, self.priority)
+
+
+@dataclass(slots=True, eq=False)
+class Backlog:
+    """Quiet entries sorted by key (``keys[i]`` is ``entries[i]``'s), and their classes."""
+
+    config: SchedulerConfig
+    now: datetime
+    keys: list[OrderKey] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    classes: list[Class] = field(default_factory=list)
+    #: id(view) -> entry of every quiet view (the entry holds the view: ids stay unique).
+    live: dict[int, Entry] = field(default_factory=dict)
+    by_class: dict[tuple[tuple[PodDemand, ...], int], int] = field(default_factory=dict)
+    #: (promote_at, seq, entry) of entries not promoted at ``now``; a record is live while
+    #: ``promo[id(entry)]`` is its seq (the heap holds the entry, so its id stays unique).
+    pending: list[tuple[datetime, int, Entry]] = field(default_factory=list)
+    promo: dict[int, int] = field(default_factory=dict)
+    seq: int = 0
+    #: The keys of the live entries.
+    held: set[str] = field(default_factory=set)
+    #: id(view) of the entries the last pass admitted (most likely gone from the next one).
+    admitted: list[int] = field(default_factory=list)
+
+    def key_at(self, e: Entry, now: datetime) -> OrderKey:
+        at = e.promote_at
+        return e.key_promoted if at is not None and now >= at else e.key_plain
+
+    def class_of(self, e: Entry) -> Class:
+        ck = (e.shape, e.view.priority)
+        ci = self.by_class.get(ck)
+        if ci is None:
+            ci = self.by_class[ck] = len(self.classes)
+            self.classes.append(Class(e.shape, e.view.priority))
+        return self.classes[ci]
+
+    def wake(self) -> datetime | None:
+        """The earliest promotion time after ``now`` of a live entry."""
+        pending, promo = self.pending, self.promo
+        while pending and promo.get(id(pending[0][2])) != pending[0][1]:
+            heapq.heappop(pending)
+        return pending[0][0] if pending else None
+
+    def wait_promotion(self, e: Entry) -> None:
+        """Note that ``e`` is placed by ``key_plain`` until its promotion time."""
+        assert e.promote_at is not None
+        self.promo[id(e)] = self.seq
+        heapq.heappush(self.pending, (e.promote_at, self.seq, e))
+        self.seq += 1
+
+
+class _Writer:
+    """Changes to a backlog taken over from the previous pass: ``keys`` and ``entries`` are
+    copied before the first one (a plan's lazy parts may still read them); the rest is read
+    only by the walk of the pass that built it, and changes in place."""
+
+    def __init__(self, b: Backlog) -> None:
+        self.b = b
+        self.copied = False
+
+    def _class(self, e: Entry) -> Class:
+        b = self.b
+        if not self.copied:
+            b.keys, b.entries = list(b.keys), list(b.entries)
+            self.copied = True
+        return b.class_of(e)
+
+    def remove(self, e: Entry, key: OrderKey) -> None:
+        c = self._class(e)
+        b = self.b
+        i = bisect_left(b.keys, key)
+        if b.entries[i] is not e:
+            raise AssertionError("backlog out of step with its entries")
+        del b.keys[i], b.entries[i]
+        del c.keys[bisect_left(c.keys, key)]
+
+    def insert(self, e: Entry, key: OrderKey) -> None:
+        c = self._class(e)
+        b = self.b
+        i = bisect_left(b.keys, key)
+        b.keys.insert(i, key)
+        b.entries.insert(i, e)
+        insort(c.keys, key)
+
+
+_STATE: list[Backlog] = []
+
+
+def _fresh(quiet: list[Entry], config: SchedulerConfig, now: datetime) -> Backlog:
+    b = Backlog(config=config, now=now)
+    pairs = sorted(((b.key_at(e, now), e) for e in quiet), key=_first)
+    b.keys = [k for k, _ in pairs]
+    b.entries = [e for _, e in pairs]
+    for k, e in pairs:
+        b.class_of(e).keys.append(k)
+        b.live[id(e.view)] = e
+        b.held.add(e.view.key)
+        if e.promote_at is not None and e.promote_at > now:
+            b.wait_promotion(e)
+    return b
+
+
+def _first(pair: tuple[OrderKey, Entry]) -> OrderKey:
+    return pair[0]
+
+
+def _check_keys(jobs: Sequence[JobView]) -> None:
+    if len(set(map(_KEY, jobs))) != len(jobs):
+        seen: set[str] = set()
+        for view in jobs:
+            if view.key in seen:
+                raise ValueError(f"duplicate job key {view.key!r}")
+            seen.add(view.key)
+
+
+def backlog(
+    jobs: Sequence[JobView], config: SchedulerConfig, now: datetime
+) -> tuple[Backlog, list[JobView]]:
+    """The quiet jobs of ``jobs`` as a backlog, and the other views (see the contract).
+    Raises ``ValueError`` on a duplicate job key."""
+    trim_memo(len(jobs))
+    prev = _STATE.pop() if _STATE else None  # put back only once this pass is through
+    if prev is not None and (prev.config is not config or now < prev.now):
+        prev = None
+    ids = list(map(id, jobs))
+    current = set(ids)
+    gone: list[int] = []
+    new: list[JobView] = []
+    if prev is not None and len(current) == len(jobs):
+        live = prev.live
+        fresh = current.difference(live)  # the views that are not quiet, and new quiet ones
+        new = list(compress(jobs, map(fresh.__contains__, ids)))
+        missing = len(live) - len(jobs) + len(new)
+        gone = [i for i in prev.admitted if i in live and i not in current]
+        if len(gone) != missing:  # the guess (the views admitted last pass) fell short
+            gone = list(live.keys() - current)
+        if missing + len(new) > len(jobs) // 2 + 64 or not _unique(prev, gone, new):
+            prev = None
+    else:
+        prev = None
+    if prev is None:
+        _check_keys(jobs)
+        others: list[JobView] = []
+        quiet: list[Entry] = []
+        for view in jobs:
+            e = entry_for(view, config)
+            if e is None:
+                others.append(view)
+            else:
+                quiet.append(e)
+        b = _fresh(quiet, config, now)
+    else:
+        b, others = _update(prev, gone, new, now)
+    if _CACHING[0]:
+        _STATE[:] = [b]
+    return b, others
+
+
+def _unique(prev: Backlog, gone: list[int], new: list[JobView]) -> bool:
+    """Whether the keys stay unique: the previous pass's were, so a duplicate involves a view
+    that was not in its backlog."""
+    keys = [v.key for v in new]
+    if len(set(keys)) != len(keys):
+        return False
+    held = prev.held
+    dropped = {prev.live[i].view.key for i in gone}
+    return not any(k in held and k not in dropped for k in keys)
+
+
+def _update(
+    b: Backlog, gone: list[int], new: list[JobView], now: datetime
+) -> tuple[Backlog, list[JobView]]:
+    """The previous backlog, changed to this pass (see the contract)."""
+    b = replace(b, admitted=[])  # a new holder of the same parts: the old keys stay as they are
+    w = _Writer(b)
+    live = b.live
+    promo = b.promo
+    for i in gone:
+        e = live.pop(i)
+        b.held.discard(e.view.key)
+        promo.pop(id(e), None)
+        w.remove(e, b.key_at(e, b.now))
+    pending = b.pending
+    while pending and pending[0][0] <= now:
+        _, seq, e = heapq.heappop(pending)
+        if promo.get(id(e)) == seq:
+            del promo[id(e)]
+            w.remove(e, e.key_plain)
+            w.insert(e, e.key_promoted)
+    b.now = now
+    others: list[JobView] = []
+    config = b.config
+    for view in new:
+        found = entry_for(view, config)
+        if found is None:
+            others.append(view)
+            continue
+        live[id(view)] = found
+        b.held.add(view.key)
+        w.insert(found, b.key_at(found, now))
+        if found.promote_at is not None and found.promote_at > now:
+            b.wait_promotion(found)
+    return b, others
