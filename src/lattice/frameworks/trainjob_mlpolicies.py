@@ -12,7 +12,9 @@ Contract (pure; the facts are Kubeflow Trainer v2.3's plugins):
 - ``runtime_node_resources``: the runtime's resources per node, as upstream reads them: those of
   the container ``node`` of the first replicatedJob named ``node`` or labelled as the trainer.
 - **torch**: on the trainer's main container the ``torch.torch_env`` variables (Trainer's order),
-  ``PET_MAX_RESTARTS=100`` for an elastic job unless set, and the container port 29500.
+  ``PET_MAX_RESTARTS=100`` for an elastic job unless set, and the container port 29500. A ``tune
+  run`` TrainJob (``torchtune``) has no ``PET_MASTER_*``, its command ``torchtune.tune_command``
+  (rendezvous at the first trainer pod) and its problems ``torchtune.problems``.
   ``torch.envInjection.targets`` copy the same variables into the named containers (regular
   before init containers) of the named replicatedJob; a target the runtime lacks is a runtime
   problem at ``spec.mlPolicy.torch.envInjection.targets[i]``.
@@ -48,7 +50,7 @@ from lattice.api.runtime import MLPolicy, TrainingRuntimeSpec
 from lattice.api.trainjob import TrainJob
 from lattice.frameworks.base import Problem
 from lattice.frameworks.naming import object_meta
-from lattice.frameworks.policies import flux, jax, mpi, torch, xgboost
+from lattice.frameworks.policies import flux, jax, mpi, torch, torchtune, xgboost
 from lattice.frameworks.policies.resources import gpus_per_node
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_TRAINER,
@@ -56,6 +58,7 @@ from lattice.frameworks.trainjob_plans import (
     NODE,
     ReplicatedJobPlan,
     ResolvedJob,
+    TorchPlan,
     upsert,
 )
 
@@ -74,6 +77,8 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
+#: A node's ``resources`` (``limits``, ``requests``), as the policies count them.
+Resources = Mapping[str, Any]
 
 #: Trainer's trainer port: torch's master, JAX's coordinator, XGBoost's tracker.
 MASTER_PORT = 29500
@@ -130,8 +135,8 @@ class TrainJobPolicy:
     def active(self, ml: MLPolicy | None) -> bool:
         return ml is not None and getattr(ml, self.name) is not None
 
-    def problems(self, tj: TrainJob, *, ml: MLPolicy) -> list[Problem]:
-        del tj, ml
+    def problems(self, tj: TrainJob, *, ml: MLPolicy, resources: Resources) -> list[Problem]:
+        del tj, ml, resources
         return []
 
     def runtime_problems(self, spec: TrainingRuntimeSpec) -> list[Problem]:
@@ -151,6 +156,19 @@ class TrainJobPolicy:
 
 class _Torch(TrainJobPolicy):
     name = "torch"
+
+    def problems(self, tj: TrainJob, *, ml: MLPolicy, resources: Resources) -> list[Problem]:
+        del ml
+        trainer = tj.spec.trainer
+        if trainer is None or not torchtune.is_torchtune(trainer.command):
+            return []
+        return torchtune.problems(
+            runtime_name=tj.spec.runtime_ref.name,
+            nodes=trainer.num_nodes,
+            nproc=trainer.num_proc_per_node,
+            gpus=gpus_per_node(resources),
+            args=[str(a) for a in trainer.args or ()],
+        )
 
     def runtime_problems(self, spec: TrainingRuntimeSpec) -> list[Problem]:
         policy = spec.ml_policy.torch if spec.ml_policy else None
@@ -180,7 +198,11 @@ class _Torch(TrainJobPolicy):
             return
         entries = _entries(_torch_env(job))
         if r.name == job.trainer:
-            main["env"] = upsert(main.get("env"), entries, key="name")
+            tune = _tune_command(job, job.torch)
+            mine = [e for e in entries if tune is None or not e["name"].startswith("PET_MASTER")]
+            main["env"] = upsert(main.get("env"), mine, key="name")
+            if tune is not None:
+                main["command"] = tune
             name, value = torch.DEFAULT_RESTARTS
             if job.torch.elastic and not any(e.get("name") == name for e in main["env"]):
                 main["env"].append({"name": name, "value": value})
@@ -194,6 +216,22 @@ class _Torch(TrainJobPolicy):
                 container = _container(spec, container_name)
                 if container is not None:
                     container["env"] = upsert(container.get("env"), entries, key="name")
+
+
+def _tune_command(job: ResolvedJob, plan: TorchPlan) -> list[str] | None:
+    """torchtune's command for a ``tune run`` TrainJob, else None."""
+    trainer = job.trainjob.spec.trainer
+    if trainer is None or not torchtune.is_torchtune(trainer.command):
+        return None
+    return torchtune.tune_command(
+        endpoint=f"{_first_host(job)}:{MASTER_PORT}",
+        nodes=job.max_nodes,
+        nproc=plan.num_proc_per_node,
+        gpus=gpus_per_node(job.node_resources),
+        model=torchtune.model_of(job.runtime_name),
+        args=[str(a) for a in trainer.args or ()],
+        overrides=plan.tune_overrides,
+    )
 
 
 def _container(spec: Obj, name: str) -> Obj | None:
@@ -229,8 +267,8 @@ def _torch_env(job: ResolvedJob) -> dict[str, str | Obj]:
 class _MPI(TrainJobPolicy):
     name = "mpi"
 
-    def problems(self, tj: TrainJob, *, ml: MLPolicy) -> list[Problem]:
-        del ml
+    def problems(self, tj: TrainJob, *, ml: MLPolicy, resources: Resources) -> list[Problem]:
+        del ml, resources
         env = tj.spec.trainer.env if tj.spec.trainer else None
         reserved = {n for names in _TRAINER_MPI.values() for n in names}
         found = sorted({str(e.get("name")) for e in env or ()} & reserved)
@@ -283,8 +321,8 @@ class _JAX(TrainJobPolicy):
 class _XGBoost(TrainJobPolicy):
     name = "xgboost"
 
-    def problems(self, tj: TrainJob, *, ml: MLPolicy) -> list[Problem]:
-        del ml
+    def problems(self, tj: TrainJob, *, ml: MLPolicy, resources: Resources) -> list[Problem]:
+        del ml, resources
         env = tj.spec.trainer.env if tj.spec.trainer else None
         why = "{} is reserved for the XGBoost runtime"
         return [
@@ -310,8 +348,8 @@ class _XGBoost(TrainJobPolicy):
 class _Flux(TrainJobPolicy):
     name = "flux"
 
-    def problems(self, tj: TrainJob, *, ml: MLPolicy) -> list[Problem]:
-        del ml
+    def problems(self, tj: TrainJob, *, ml: MLPolicy, resources: Resources) -> list[Problem]:
+        del ml, resources
         npp = tj.spec.trainer.num_proc_per_node if tj.spec.trainer else None
         if npp is None:
             return []
@@ -432,11 +470,12 @@ def policy_objects(
     return config_maps, secrets
 
 
-def trainjob_problems(tj: TrainJob, *, ml: MLPolicy | None) -> list[Problem]:
-    """What ``tj`` asks that an active policy forbids."""
+def trainjob_problems(tj: TrainJob, *, ml: MLPolicy | None, resources: Resources) -> list[Problem]:
+    """What ``tj`` asks that an active policy forbids (``resources``: per node, as counted)."""
     if ml is None:
         return []
-    return [p for policy in ML_POLICIES if policy.active(ml) for p in policy.problems(tj, ml=ml)]
+    active = [policy for policy in ML_POLICIES if policy.active(ml)]
+    return [p for policy in active for p in policy.problems(tj, ml=ml, resources=resources)]
 
 
 def runtime_policy_problems(spec: TrainingRuntimeSpec) -> list[Problem]:

@@ -78,6 +78,8 @@ class TorchPlan:
     num_proc_per_node: str
     elastic: bool = False
     max_restarts: int | None = None
+    #: The runtime's trainer command entries a torchtune command keeps (``output_dir=...``).
+    tune_overrides: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -36,7 +36,8 @@ Contract (facts from Kubeflow Trainer v2.0.0 and JobSet v0.8; the plugin is ``tr
   TrainJob's, else the runtime's (``auto``), resolved by ``policies.torch.nproc_per_node``; MPI's
   slots by ``policies.mpi.slots`` (the GPU count for the default 1) and ``mpiImplementation: ""``
   is OpenMPI. The policy plugins' own checks (``trainjob_mlpolicies``) join the TrainJob's and
-  the runtime's problems.
+  the runtime's problems. torchtune's command keeps the immutable configs of the runtime's
+  trainer ``node`` container's command (``torchtune.runtime_overrides``).
 - **Lifecycle plans**: each replicatedJob's ``dependsOn`` (startupPolicy InOrder: each on the
   one before it, Ready), the JobSet ``failurePolicy``, and the ignored ``podGroupPolicy``.
 - ``runtime_hash`` fingerprints a runtime (kind, name, spec) as 16 hex digits, stable across key
@@ -59,12 +60,14 @@ from lattice.api.runtime import (
     ClusterTrainingRuntime,
     ReplicatedJob,
     TrainingRuntime,
+    TrainingRuntimeSpec,
 )
 from lattice.api.trainjob import PodSpecOverride, RuntimeKind, TrainJob
 from lattice.frameworks.base import InvalidJob, OperatorContext, Problem
 from lattice.frameworks.kubeflow import priority_problems, validation_problems
 from lattice.frameworks.policies import mpi as mpi_policy
 from lattice.frameworks.policies import torch as torch_policy
+from lattice.frameworks.policies import torchtune
 from lattice.frameworks.policies.resources import gpus_per_node, node_resources
 from lattice.frameworks.trainjob_checks import (
     cross_problems,
@@ -245,6 +248,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
             num_proc_per_node=torch_policy.nproc_per_node(value, resources),
             elastic=is_elastic,
             max_restarts=elastic.max_restarts if elastic else None,
+            tune_overrides=tuple(torchtune.runtime_overrides(_node_command(spec, trainer))),
         )
     targets = {trainer}
     if mpi is not None:
@@ -260,7 +264,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         )
     problems = patch_problems(tj, names)
     problems += cross_problems(tj, plans=plans, torch=torch, mpi=mpi, scaled=scaled, max_nodes=hi)
-    problems += trainjob_problems(tj, ml=ml)
+    problems += trainjob_problems(tj, ml=ml, resources=resources)
     if problems:
         raise InvalidJob(problems)
     meta = spec.template.metadata
@@ -300,6 +304,16 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         failure_policy=failure_policy(spec.template.spec.failure_policy),
         ignored=ignored_fields(spec),
     )
+
+
+def _node_command(spec: TrainingRuntimeSpec, trainer: str) -> list[str]:
+    """The command of container ``node`` in the runtime's trainer replicatedJob."""
+    for rjob in spec.template.spec.replicated_jobs:
+        pod = (rjob.template.get("spec") or {}).get("template") or {}
+        for container in (pod.get("spec") or {}).get("containers") or ():
+            if rjob.name == trainer and container.get("name") == NODE:
+                return [str(part) for part in container.get("command") or ()]
+    return []
 
 
 # --------------------------------------------------------------------------- templates
