@@ -6,7 +6,9 @@ two GPUs: every created pod carries the policy's environment (JAX coordinator, p
 id; XGBoost tracker, task id and worker count, one worker per GPU) and the container port
 29500, and the TrainJob completes when its pods exit 0. The Flux runtime shape likewise: the
 installer init container and wrapped command on every pod, the scripts ConfigMap, and the CURVE
-Secret with a certificate the operator generated.
+Secret with a certificate the operator generated. A ``tune run`` TrainJob over the torchtune
+trainer shape, as the namespaced runtime ``torchtune-llama3.2-1b``, runs the command Trainer
+v2.3 builds for it.
 """
 
 from __future__ import annotations
@@ -155,3 +157,58 @@ def test_flux_trainjob_pods_get_the_installer_scripts_and_curve_secret(
     cert = base64.b64decode(secret["data"]["curve.cert"]).decode()
     assert f'name = "{job}-flux-curve"' in cert
     assert cert.count("-key = ") == 2
+
+
+def test_torchtune_trainjob_pod_runs_the_rewritten_command(
+    crds_installed: Cluster, namespace: str, pool: Pool, operator: Any
+) -> None:
+    pool.add(count=1, gpus=2)
+    op: OperatorProcess = operator(*FLAGS)
+    rt = official("lt-torchtune-small", rename="torchtune-llama3.2-1b")
+    rt["kind"] = "TrainingRuntime"
+    spec = rt["spec"]
+    spec["template"]["spec"].pop("volumeClaimPolicies")
+    (node,) = [j for j in spec["template"]["spec"]["replicatedJobs"] if j["name"] == "node"]
+    node.pop("dependsOn")
+    pod_spec = node["template"]["spec"]["template"]["spec"]
+    pod_spec.pop("volumes")
+    pod_spec["containers"][0]["command"] = [
+        "tune",
+        "run",
+        "--rdzv_endpoint=localhost:29500",
+        "full_finetune_distributed",
+        "--config",
+        "llama3_2/1B_full",
+        "output_dir=/workspace/output",
+        "checkpointer.checkpoint_dir=/workspace/model",
+    ]
+    spec["template"]["spec"]["replicatedJobs"] = [node]
+    crds_installed.apply(rt, namespace=namespace)
+    job = "tune-llama"
+    body = trainjob(job, "torchtune-llama3.2-1b", command=["tune", "run"], args=["epochs=1"])
+    body["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    body["spec"]["trainer"]["numNodes"] = 1
+    tj = trainjobs(crds_installed, namespace)
+    with explained(op):
+        tj.apply(body)
+        pods = wait_pods(tj, job, 1)
+        (container, _sidecar) = pods[f"{job}-node-0-0"]["spec"]["containers"]
+        tj.finish(f"{job}-node-0-0", 0)
+        tj.wait_condition(job, "Complete")
+    assert container["command"] == [
+        "tune",
+        "run",
+        f"--rdzv_endpoint={job}-node-0-0.{job}:29500",
+        "full_finetune_distributed",
+        "--config",
+        "llama3_2/1B_full",
+        "output_dir=/workspace/output",
+        "checkpointer.checkpoint_dir=/workspace/model",
+    ]
+    assert container["args"] == ["epochs=1"]
+    names = [e["name"] for e in container.get("env") or []]
+    assert sorted(n for n in names if n.startswith("PET_")) == [
+        "PET_NNODES",
+        "PET_NODE_RANK",
+        "PET_NPROC_PER_NODE",
+    ]
