@@ -17,10 +17,9 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    ``admitted_time`` = now when a job is admitted from 0, None when it stops. A running job
    with ``min_size == max_size`` that has not opted in (``preemptible_within_priority``) is
    *protected*: it goes first within its priority, so only a higher priority stops it.
-   ``LeastAttainedService`` bands grow exponentially with attained service. A job in band 1 or
-   above whose time since ``queued_time`` is at least ``slowdown_limit`` times its service time
-   (running or not) is *promoted* ("aged" below): it ranks after band 0 and before every other
-   job, first come first served among the promoted.
+   ``LeastAttainedService`` bands grow exponentially with attained service. Band 0 goes first;
+   every job past it is ordered by its virtual queue time, ``queued_time`` plus
+   ``slowdown_limit`` times its band's service in full-size seconds (the starvation guard).
 3. *Admission* walks that order and places each job's minimum on nodes, all or nothing
    (:mod:`~lattice.scheduler.core.placement`); a running job keeps its persisted placement
    (:mod:`~lattice.scheduler.core.room`); one that does not fit may preempt (rule 5).
@@ -32,12 +31,6 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    so a running job's status does not change whenever the queue behind it moves).
 4. Each admitted job gets its minimum; spare capacity then grows the admitted jobs toward
    their target size in the same order, replica by replica while a replica fits on a node.
-   An aged (promoted) job grows as soon as it is admitted, before any later job is admitted,
-   up to the middle of its range (``(min_size + max_size) // 2``, capped by its target), so
-   younger jobs cannot hold it at its minimum (a bounded wait is worth little at half speed);
-   it grows past that only in the common growth step, in order. The cap keeps aged jobs from
-   taking their least efficient replicas (speedup is sublinear in size) ahead of younger
-   jobs' minimums.
 5. A running job that is not admitted gets size 0 and goes back to ``Waiting`` keeping its
    ``queued_time``; victims are therefore always later in the order (lower priority, or equal
    priority and not protected, and queued later or, under LAS, of a higher rank). An elastic
@@ -64,8 +57,7 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
 
 ``Plan.next_wakeup`` is the earliest time after now at which an unchanged snapshot could get
 another plan: a cooldown ending, a pending timeout or refusal expiring, a deferred growth becoming
-allowed (only when a replica would fit), a LAS band change or a job gaining or losing its
-promotion.
+allowed (only when a replica would fit) or a running job's LAS band change.
 
 Cost: a *quiet* waiting job (:mod:`lattice.scheduler.core.quiet`) costs a memo lookup and a
 heap entry until it is tried; gangs that found no room are not tried again until something is
@@ -82,13 +74,11 @@ from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
     OrderKey,
-    aged_growth_cap,
     full_units,
     incumbency,
-    is_promoted,
     is_protected,
     las_band,
-    las_rank,
+    las_position,
     order_key,
 )
 from lattice.scheduler.core.placement import Cluster
@@ -104,7 +94,7 @@ from lattice.scheduler.core.room import (
     reserve_running,
 )
 from lattice.scheduler.core.state import JobState, to_decision
-from lattice.scheduler.core.steps import cooldown_for, grow, grow_one, prepare
+from lattice.scheduler.core.steps import cooldown_for, grow, prepare
 from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
 
 __all__ = ["cooldown_for", "schedule"]
@@ -131,7 +121,6 @@ class _Pass:
         self.full: list[JobState] = []
         # Candidates by order key (a heap): JobStates and quiet Entries.
         self.heap: list[tuple[OrderKey, JobState | Entry]] = []
-        self.quiet_wake: datetime | None = None
         if len({view.key for view in jobs}) != len(jobs):
             seen: set[str] = set()
             for view in jobs:
@@ -139,21 +128,11 @@ class _Pass:
                     raise ValueError(f"duplicate job key {view.key!r}")
                 seen.add(view.key)
         full, heap = self.full, self.heap
-        wake: datetime | None = None
         for view, entry in zip(jobs, entries_for(jobs, config), strict=True):
             if entry is None:
                 full.append(JobState(view))
-                continue
-            at = entry.promote_at
-            if at is None:
-                heap.append((entry.key_plain, entry))
-            elif now >= at:
-                heap.append((entry.key_promoted, entry))
             else:
-                heap.append((entry.key_plain, entry))
-                if wake is None or at < wake:
-                    wake = at
-        self.quiet_wake = wake
+                heap.append((entry.key, entry))
         trim_memo(len(jobs))
         self.free = Cluster(snapshot.nodes)
         self.total = sum(max(0, node.free_units) for node in snapshot.nodes)
@@ -168,7 +147,6 @@ class _Pass:
         self.explained: dict[_Memo, str] = {}
         self.ordered: list[JobState] = []
         self.left: list[_Left] = []
-        self.admitted_entries: list[Entry] = []
         self.from_entries: list[JobState] = []
         self.candidate_states: list[JobState] = []
         self.protected: list[tuple[OrderKey, JobState]] = []
@@ -184,19 +162,13 @@ class _Pass:
             if not prepare(s, now=now, config=config):
                 continue
             v = s.view
+            at = s.queued or now
             if self.las:
                 s.band = band = las_band(s.attained, config)
-                s.aged = is_promoted(
-                    band=band,
-                    queued_time=s.queued or now,
-                    attained=s.attained,
-                    units=full_units(v),
-                    now=now,
-                    config=config,
-                    admitted=s.since if s.held else None,
+                s.rank, at = las_position(
+                    band=band, queued_time=at, units=full_units(v), config=config
                 )
-                s.rank = las_rank(band, aged=s.aged)
-            key = order_key(v, queued_time=s.queued or now, rank=s.rank)
+            key = order_key(v, queued_time=at, rank=s.rank)
             s.key = key
             self.heap.append((key, s))
             self.candidate_states.append(s)
@@ -209,7 +181,7 @@ class _Pass:
         self.holders = Holders(self.holding)
 
     def admit(self) -> None:
-        """Rule 3 (and the first growth of aged jobs, rule 4), walking the order.
+        """Rule 3, walking the order.
 
         Protected jobs (rule 5) that the walk would stop are placed first within their
         priority, and the walk is redone; the order itself does not change.
@@ -229,7 +201,7 @@ class _Pass:
                 return
             pins = sorted([*pins, *stopped], key=_first)
             self.heap, self.free = list(heap), free.copy()
-            self.ordered, self.left, self.admitted_entries, self.from_entries = [], [], [], []
+            self.ordered, self.left, self.from_entries = [], [], []
             self.blocker, self.waiting = None, 0
             self.failed, self.hopeless = {}, set()
             for s in self.candidate_states:
@@ -334,7 +306,6 @@ class _Pass:
             if s is not None:
                 s.free_at_check = free_at
                 self.ordered.append(s)
-                self.admitted_entries.append(e)
                 self.from_entries.append(s)
                 self._admitted(s)
                 return
@@ -346,15 +317,6 @@ class _Pass:
     def _admitted(self, s: JobState) -> None:
         s.admitted = True
         s.size = s.view.min_size
-        if s.aged:
-            grow_one(
-                s,
-                free=self.free,
-                now=self.now,
-                config=self.config,
-                up_to=aged_growth_cap(s.view),
-                holders=self.holders,
-            )
 
     def _fits_empty(self, shape: _Shape) -> bool:
         known = self.fits_empty.get(shape)
@@ -412,19 +374,12 @@ class _Pass:
         for s in self.ordered:
             running = s.stage == Stage.RUNNING and s.size > 0
             admitted = incumbency(running=running, admitted_time=s.since)
-            rank = 0
+            rank, at = 0, s.queued or _NEVER
             if self.las:
-                promoted = is_promoted(
-                    band=s.band,
-                    queued_time=s.queued or _NEVER,
-                    attained=s.attained,
-                    units=full_units(s.view),
-                    now=self.now,
-                    config=self.config,
-                    admitted=s.since if running else None,
+                rank, at = las_position(
+                    band=s.band, queued_time=at, units=full_units(s.view), config=self.config
                 )
-                rank = las_rank(s.band, aged=promoted)
-            key = order_key(s.view, queued_time=s.queued or _NEVER, rank=rank, admitted=admitted)
+            key = order_key(s.view, queued_time=at, rank=rank, admitted=admitted)
             keyed.append((key, s.view.key))
         keyed += [(item[1], item[0].view.key) for item in self.left]
         keyed += [(key, x.view.key) for key, x in self.heap]
@@ -432,26 +387,8 @@ class _Pass:
         return tuple(k for _, k in keyed)
 
     def wakeup(self) -> datetime | None:
-        """Rule 9's ``next_wakeup``: the candidates' own, and quiet jobs' promotions."""
-        quiet = self.quiet_wake
-        if quiet is not None and any(e.promote_at == quiet for e in self.admitted_entries):
-            quiet = self._quiet_wake({id(e) for e in self.admitted_entries})
-        found = next_wakeup([*self.full, *self.from_entries], now=self.now, config=self.config)
-        if quiet is None:
-            return found
-        return quiet if found is None else min(found, quiet)
-
-    def _quiet_wake(self, admitted: set[int]) -> datetime | None:
-        best: datetime | None = None
-        entries = [item[0] for item in self.left]
-        entries += [x for _, x in self.heap if isinstance(x, Entry)]
-        for e in entries:
-            at = e.promote_at
-            if id(e) in admitted or at is None or at <= self.now:
-                continue
-            if best is None or at < best:
-                best = at
-        return best
+        """Rule 9's ``next_wakeup``: the candidates' own (a quiet job's key never changes)."""
+        return next_wakeup([*self.full, *self.from_entries], now=self.now, config=self.config)
 
 
 def _first(item: tuple[OrderKey, object]) -> OrderKey:
@@ -469,7 +406,6 @@ def _from_entry(e: Entry, key: OrderKey) -> JobState:
     s.key = key
     s.band = e.band
     s.rank = key[1]
-    s.aged = s.rank == 1  # las_rank: 1 only for a promoted job
     s.min_shape = e.shape
     return s
 
