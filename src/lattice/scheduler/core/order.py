@@ -49,7 +49,7 @@ with the clock and a running job can only lose its place at a band change. ``K =
 come first served past band 0; a large ``K`` is plain LAS. The key is derived from persisted
 fields only (``queued_time``, ``attained_service``).
 
-All functions are pure and take ``now`` explicitly.
+All functions are pure.
 """
 
 from __future__ import annotations
