@@ -134,7 +134,10 @@ class Settings(BaseModel):
         4.0,
         ge=0,
         allow_inf_nan=False,
-        description="LAS starvation guard: time queued >= this x service time -> promoted, FCFS",
+        description=(
+            "LAS starvation guard K: past the first band, jobs are ordered by queued time plus K x "
+            "their band's service over their units at full size"
+        ),
     )
     starvation_limit: float | None = Field(
         None, gt=0, description="deprecated and ignored (the fixed aging limit): use slowdown_limit"

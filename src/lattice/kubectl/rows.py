@@ -15,9 +15,9 @@ Contract:
 - ``with_positions`` completes ``queuePosition``: the scheduler persists it for the first
   ``SHOWN_POSITIONS`` waiting jobs only; every other waiting candidate (valid, not suspended,
   queued, not managed elsewhere) gets the next positions in the core's own order
-  (:func:`lattice.scheduler.core.order.order_key`: priority, LAS rank under
-  ``LeastAttainedService``, ``queuedTime`` to the microsecond, incumbency, creation time,
-  namespace/name, kind) and ``computed=True``.
+  (:func:`lattice.scheduler.core.order.order_key`: priority, LAS rank and virtual queue time
+  under ``LeastAttainedService``, else ``queuedTime``, to the microsecond, incumbency, creation
+  time, namespace/name, kind) and ``computed=True``.
 - ``operator_context`` builds the plugins' :class:`OperatorContext` from listed PriorityClasses
   and runtimes as the operator does; ``context_namespace`` finds a kubeconfig context's namespace.
 
@@ -43,9 +43,8 @@ from lattice.primitives.times import parse_opt_time
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
     OrderKey,
-    is_promoted,
     las_band,
-    las_rank,
+    las_position,
 )
 from lattice.scheduler.core.types import SchedulerConfig, Strategy, job_key
 
@@ -264,15 +263,9 @@ def _order_key(r: JobRow, *, now: datetime, config: SchedulerConfig) -> OrderKey
     rank = 0
     if config.strategy == Strategy.LEAST_ATTAINED_SERVICE:
         band = las_band(r.attained_service, config)
-        promoted = is_promoted(
-            band=band,
-            queued_time=queued,
-            attained=r.attained_service,
-            units=r.full_units,
-            now=now,
-            config=config,
+        rank, queued = las_position(
+            band=band, queued_time=queued, units=r.full_units, config=config
         )
-        rank = las_rank(band, aged=promoted)
     return (
         -(r.priority or 0),
         rank,

@@ -40,7 +40,7 @@ ADMISSION_WAIT_BUCKETS = (
     28800.0, 86400.0,
 )  # fmt: skip
 #: ``reason`` values of ``lattice_preempted_jobs_total`` (``waitreason.PreemptionCause``).
-PREEMPTION_REASONS = ("HigherPriority", "Aged", "LeastAttainedService", "EarlierInQueue")
+PREEMPTION_REASONS = ("HigherPriority", "LeastAttainedService", "EarlierInQueue")
 #: ``reason`` values of ``lattice_evicted_jobs_total`` pre-initialised (the stopping decision's
 #: wait reason code; another code, e.g. InvalidSpec, appears when it happens).
 EVICTION_REASONS = ("Preempted", "PodsPendingTimeout", "RequeueLimitExceeded", "Suspended")

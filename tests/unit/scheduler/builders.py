@@ -21,7 +21,6 @@ from lattice.scheduler.core import (
     Snapshot,
     Stage,
     Strategy,
-    las_band,
     schedule,
 )
 
@@ -33,7 +32,6 @@ __all__ = [
     "check",
     "decision",
     "job",
-    "ref_aged",
     "ref_fits",
     "ref_place",
     "ref_repack",
@@ -213,26 +211,10 @@ def ref_fits(free: list[int], view: JobView, *, replicas: int) -> bool:
     return False
 
 
-def ref_aged(snapshot: Snapshot, d: Decision, now: datetime) -> bool:
-    """Rule 2's promotion, recomputed from a decision: LAS, band >= 1, time in the queue at
-    least ``slowdown_limit`` times the service time (service over the units at full size)."""
-    config = snapshot.config
-    view = next(j for j in snapshot.jobs if j.key == d.key)
-    full = view.units_at(view.max_size)
-    service = d.attained_service / full if full > 0 else 0.0
-    return (
-        config.strategy == Strategy.LEAST_ATTAINED_SERVICE
-        and las_band(d.attained_service, config) > 0
-        and d.queued_time is not None
-        and (now - d.queued_time).total_seconds() >= config.slowdown_limit * service
-    )
-
-
 def ref_repack(snapshot: Snapshot, plan: Plan, now: datetime) -> list[int] | None:
     """Re-pack the plan's running jobs node by node, in the order rule 4 places them.
 
-    Minimums in order, an aged job growing right after its minimum up to the middle of its
-    range; then every job's (further) growth in order. Returns the per-node free units left,
+    Minimums in order, then every job's growth in order. Returns the per-node free units left,
     or ``None`` if a pod cannot be placed.
     """
     free = [max(0, n.free_units) for n in snapshot.nodes]
@@ -249,9 +231,6 @@ def ref_repack(snapshot: Snapshot, plan: Plan, now: datetime) -> list[int] | Non
     for key in running:
         v = views[key]
         if not ref_fits(free, v, replicas=v.min_size - len(v.fixed_pods)):
-            return None
-        middle = (v.min_size + v.max_size) // 2
-        if ref_aged(snapshot, plan[key], now) and not grow(key, min(plan[key].size, middle)):
             return None
     if not all(grow(key, plan[key].size) for key in running):
         return None

@@ -97,8 +97,9 @@ GANGS = [
 ]
 
 # TABLE_CONFIG: bands start at 3600 and 36000 unit-seconds; slowdown_limit is 0.5: a job in band 1
-# or above is promoted once its time in the queue is half its service time (service / units at
-# full size). at(n) is n minutes after T0, when the table's jobs are queued by default.
+# or above is ordered by its queued time plus half its band's lower bound over its units at full
+# size (its virtual queue time). at(n) is n minutes after T0, when the table's jobs are queued by
+# default.
 LAS_CASES = [
     pytest.param(
         Case(
@@ -130,7 +131,7 @@ LAS_CASES = [
         Case(
             snapshot=snap(
                 job("x").gang(8).waiting().service(50_000),
-                job("y").gang(8).waiting().queued(at(1)).service(7200),
+                job("y").gang(8).waiting().queued(at(40)).service(7200),
                 strategy=LAS,
             ),
             now=at(60),
@@ -138,8 +139,9 @@ LAS_CASES = [
             order=["x", "y"],
             fields={"x": {"attained_service": 50_000.0, "service_updated_at": at(60)}},
         ),
-        id="LAS: a job queued half its service time ago (6250 s / 2 <= 1 h) is promoted and goes "
-        "before a younger job of a lower band; its service is kept",
+        id="LAS: past band 0 the virtual queue time orders: x (queued at 0, band 2: + 0.5 x "
+        "36,000 / 8 s = 37.5 min) goes before y (queued at 40 min, band 1: + 3.75 min); its "
+        "service is kept",
     ),
     pytest.param(
         Case(
@@ -162,11 +164,25 @@ LAS_CASES = [
                 strategy=LAS,
             ),
             now=at(90),
+            want={"a": ("Waiting", 0), "b": ("Running", 8)},
+            order=["b", "a"],
+        ),
+        id="LAS: a less served job queued later goes first while its virtual queue time is "
+        "earlier (5 + 3.75 min before 0 + 37.5 min), however long both have waited",
+    ),
+    pytest.param(
+        Case(
+            snapshot=snap(
+                job("a").gang(8).waiting().service(50_000),
+                job("b").gang(8).waiting().queued(at(5)).service(7200),
+                strategy=LAS,
+                slowdown_limit=0.0,
+            ),
+            now=at(90),
             want={"a": ("Running", 8), "b": ("Waiting", 0)},
             order=["a", "b"],
         ),
-        id="LAS: promoted jobs are first come first served, whatever their band (rule change: a "
-        "job with 1e9 unit-seconds is no longer promoted after 90 minutes)",
+        id="LAS: with slowdown_limit 0, jobs past band 0 are first come first served",
     ),
     pytest.param(
         Case(
@@ -184,30 +200,16 @@ LAS_CASES = [
     pytest.param(
         Case(
             snapshot=snap(
-                job("r").gang(8).running(8).service(50_000, at(60)),
-                job("w").gang(8).waiting().queued(at(30)).service(4000),
+                job("r").min(4).max(8).running(8).service(50_000, at(60)),
+                job("w").gang(8).waiting().queued(at(40)).service(4000),
                 strategy=LAS,
             ),
             now=at(60),
             want={"r": ("Running", 8), "w": ("Waiting", 0)},
             order=["r", "w"],
         ),
-        id="LAS: a running aged job is not preempted by a younger job of a lower band",
-    ),
-    pytest.param(
-        Case(
-            snapshot=snap(
-                job("a").min(2).max(8).running(2).service(30_000, at(30)),
-                job("b").gang(4).waiting().queued(at(10)).service(12_000),
-                strategy=LAS,
-            ),
-            now=at(60),
-            want={"a": ("Running", 8), "b": ("Waiting", 0)},
-            order=["a", "b"],
-            events={"a": ["Grown 2\u21928"]},
-        ),
-        id="LAS: an aged job grows to the middle of its range (5) before a younger job is "
-        "admitted, then on from what is left (the 4-unit job does not fit in 3)",
+        id="LAS: a running elastic job whose virtual queue time is earlier (37.5 min) is not "
+        "preempted by a job of a lower band queued later (40 + 3.75 min)",
     ),
     pytest.param(
         Case(
@@ -221,8 +223,8 @@ LAS_CASES = [
             order=["a", "b"],
             events={"a": ["Grown 2\u21925"]},
         ),
-        id="LAS: an aged job grows first only to the middle of its range; a younger job that "
-        "fits in the rest is admitted before it grows further",
+        id="LAS: a later job that fits in what is left gets its minimum before an earlier job "
+        "grows past its own",
     ),
     pytest.param(
         Case(
@@ -235,7 +237,7 @@ LAS_CASES = [
             want={"a": ("Running", 4), "b": ("Running", 4)},
             order=["a", "b"],
         ),
-        id="LAS: a younger job gets its minimum before an earlier job grows (same jobs, not aged)",
+        id="LAS: a later job gets its minimum before an earlier job grows",
     ),
     pytest.param(
         Case(
@@ -301,9 +303,9 @@ LAS_CASES = [
             ),
             now=at(1),
             want={"x": ("Waiting", 0), "y": ("Running", 8)},
-            wakeup=at(7, seconds=30),
+            wakeup=None,
         ),
-        id="LAS: the next wakeup is a waiting job becoming promoted (900 s of service, x 0.5)",
+        id="LAS: a waiting job's place never changes with the clock, so it sets no wakeup",
     ),
     pytest.param(
         Case(
@@ -313,10 +315,10 @@ LAS_CASES = [
             ),
             now=at(1),
             want={"y": ("Running", 8)},
-            wakeup=at(7, seconds=20),
+            wakeup=at(67, seconds=40),
         ),
-        id="LAS: the next wakeup is a running job becoming promoted (60 + t >= (500 + t) / 2 at "
-        "t = 380 s, before its next band at 67m)",
+        id="LAS: a running job's virtual queue time moves only when it reaches its next band "
+        "(36,000 - 4,000 unit-seconds at 8 units: 66m40s), the next wakeup",
     ),
     pytest.param(
         Case(
@@ -340,8 +342,7 @@ LAS_CASES = [
             want={"y": ("Running", 8)},
             wakeup=None,
         ),
-        id="LAS: a promoted job in the last band that stays promoted (it runs at full size and "
-        "slowdown_limit < 1) has no timer",
+        id="LAS: a running job in the last band has no timer",
     ),
 ]
 

@@ -181,7 +181,7 @@ async def test_dashboard_series_exist_before_anything_happens() -> None:
     """Label sets a dashboard sums by reason are there (at 0) before the first preemption."""
     h = Harness()
     labels = {"kind": "FakeJob", "namespace": ""}
-    for reason in ("HigherPriority", "Aged", "LeastAttainedService", "EarlierInQueue"):
+    for reason in ("HigherPriority", "LeastAttainedService", "EarlierInQueue"):
         assert h.metric("lattice_preempted_jobs_total", {**labels, "reason": reason}) == 0
     for reason in ("Preempted", "PodsPendingTimeout", "RequeueLimitExceeded", "Suspended"):
         assert h.metric("lattice_evicted_jobs_total", {**labels, "reason": reason}) == 0

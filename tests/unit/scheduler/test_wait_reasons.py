@@ -271,3 +271,30 @@ def test_the_preempted_code_lasts_one_pass_then_the_blocker_is_named() -> None:
     second = schedule(apply(s, first), at(10) + timedelta(seconds=1))
     assert second["TrainingJob/ns/low"].wait_reason == W.INSUFFICIENT_CAPACITY
     assert second["TrainingJob/ns/low"].wait_message == "needs 4 units, 0 free"
+
+
+@pytest.mark.parametrize(
+    ("victim", "beneficiary", "cause"),
+    [
+        pytest.param((0, 1, 0), (5, 1, 10), "HigherPriority", id="higher priority first"),
+        pytest.param((0, 1, 0), (0, 0, 10), "LeastAttainedService", id="band 0 beats band 1"),
+        pytest.param(
+            (0, 1, 0), (0, 1, 10), "LeastAttainedService", id="queued later, less served"
+        ),
+        pytest.param((0, 1, 10), (0, 1, 0), "EarlierInQueue", id="queued earlier: its wait"),
+        pytest.param((0, 0, 10), (0, 0, 0), "EarlierInQueue", id="FIFO order"),
+    ],
+)
+def test_the_preemption_cause_is_the_first_criterion_the_beneficiary_wins(
+    victim: tuple[int, int, int], beneficiary: tuple[int, int, int], cause: str
+) -> None:
+    from lattice.scheduler.core.state import JobState
+    from lattice.scheduler.core.waitreason import preemption_cause
+
+    def state(name: str, spec: tuple[int, int, int]) -> JobState:
+        prio, rank, queued = spec
+        s = JobState(job(name).gang(1).prio(prio).queued(at(queued)).build())
+        s.rank = rank
+        return s
+
+    assert preemption_cause(state("v", victim), state("b", beneficiary)) == cause

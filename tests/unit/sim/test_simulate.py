@@ -180,7 +180,7 @@ def test_an_elastic_job_loses_no_work_when_stopped() -> None:
 
 @pytest.mark.parametrize(
     ("limit", "expected", "resizes"),
-    [(1.2, {"j0": 465, "j1": 310}, [1, 1]), (1e6, {"j0": 605, "j1": 200}, [1, 0])],
+    [(1.2, {"j0": 430, "j1": 310}, [1, 1]), (1e6, {"j0": 605, "j1": 200}, [1, 0])],
 )
 def test_lattice_las_promotion_bounds_the_wait_of_a_long_job(
     limit: float, expected: dict[str, float], resizes: list[int]
@@ -192,12 +192,11 @@ def test_lattice_las_promotion_bounds_the_wait_of_a_long_job(
     r = simulate(
         jobs, LatticeAllocator(make_nodes(4, 8), config), policy="las", capacity=4, restart_cost=5
     )
-    # At 300 A has 1200 unit-s (band 2, 300 s of service) and B preempts it (band 0); B is in
-    # band 1 from 325. With K = 1.2, A (waiting) is promoted at 0 + 1.2 x 300 = 360; B, running
-    # since 300 with 60 s of service, is promoted too (0 + 1.2 x 60 >= 1.2 x 60), and A, queued
-    # first, goes first: resumes 360 (+5 s restart) with 100 s left -> 465; B resumes at 465
-    # (+5 s) with 140 s left -> 610 (JCT 310). Without promotion (K = 1e6) B runs to 500 and
-    # A, resumed 500 (+5 s), ends at 605.
+    # At 300 A has 1200 unit-s (band 2: its virtual queue time is 0 + K x 1000 / 4) and B
+    # preempts it (band 0). B is in band 1 from 325, with virtual queue time 300 + K x 100 / 4.
+    # With K = 1.2 that is 330, after A's 300: A resumes at 325 (+5 s restart) with 100 s left
+    # -> 430; B resumes at 430 (+5 s) with 175 s left -> 610 (JCT 310). With K = 1e6, B runs
+    # to 500 and A, resumed 500 (+5 s), ends at 605.
     assert jcts(r) == expected
     assert [j.resizes for j in r.jobs] == resizes
 

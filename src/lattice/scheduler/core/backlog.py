@@ -2,13 +2,13 @@
 
 Contract (internal to the core; it only skips work, never changes a plan):
 - :func:`backlog` splits a snapshot's jobs into the *quiet* ones (:mod:`.quiet`), as a
-  :class:`Backlog` sorted by each entry's order key at ``now`` (``key_promoted`` once ``now``
-  reaches ``promote_at``, else ``key_plain``), and the others, as views. Entries are grouped
+  :class:`Backlog` sorted by each entry's order key (which never changes with the clock), and
+  the others, as views. Entries are grouped
   in *classes* of equal (minimum shape, priority): within one walk, what may be skipped is
   the same for every entry of a class (:mod:`.core`).
 - The previous pass's backlog is kept, keyed by the views' identities (views are immutable)
-  and the config's identity: the next pass drops the views that left, moves the entries
-  whose promotion time it passed, and inserts the new quiet views, instead of sorting every
+  and the config's identity: the next pass drops the views that left and inserts the new
+  quiet views, instead of sorting every
   quiet job again. A config change, a clock going back or a large change rebuilds it. A
   backlog once returned is never changed (later passes copy before changing), so a plan's
   lazily built parts may read it.
@@ -19,7 +19,6 @@ Contract (internal to the core; it only skips work, never changes a plan):
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_left, insort
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -78,19 +77,10 @@ class Backlog:
     #: id(view) -> entry of every quiet view (the entry holds the view: ids stay unique).
     live: dict[int, Entry] = field(default_factory=dict)
     by_class: dict[tuple[tuple[PodDemand, ...], int], int] = field(default_factory=dict)
-    #: (promote_at, seq, entry) of entries not promoted at ``now``; a record is live while
-    #: ``promo[id(entry)]`` is its seq (the heap holds the entry, so its id stays unique).
-    pending: list[tuple[datetime, int, Entry]] = field(default_factory=list)
-    promo: dict[int, int] = field(default_factory=dict)
-    seq: int = 0
     #: The keys of the live entries.
     held: set[str] = field(default_factory=set)
     #: id(view) of the entries the last pass admitted (most likely gone from the next one).
     admitted: list[int] = field(default_factory=list)
-
-    def key_at(self, e: Entry, now: datetime) -> OrderKey:
-        at = e.promote_at
-        return e.key_promoted if at is not None and now >= at else e.key_plain
 
     def class_of(self, e: Entry) -> Class:
         ck = (e.shape, e.view.priority)
@@ -99,20 +89,6 @@ class Backlog:
             ci = self.by_class[ck] = len(self.classes)
             self.classes.append(Class(e.shape, e.view.priority))
         return self.classes[ci]
-
-    def wake(self) -> datetime | None:
-        """The earliest promotion time after ``now`` of a live entry."""
-        pending, promo = self.pending, self.promo
-        while pending and promo.get(id(pending[0][2])) != pending[0][1]:
-            heapq.heappop(pending)
-        return pending[0][0] if pending else None
-
-    def wait_promotion(self, e: Entry) -> None:
-        """Note that ``e`` is placed by ``key_plain`` until its promotion time."""
-        assert e.promote_at is not None
-        self.promo[id(e)] = self.seq
-        heapq.heappush(self.pending, (e.promote_at, self.seq, e))
-        self.seq += 1
 
 
 class _Writer:
@@ -154,15 +130,13 @@ _STATE: list[Backlog] = []
 
 def _fresh(quiet: list[Entry], config: SchedulerConfig, now: datetime) -> Backlog:
     b = Backlog(config=config, now=now)
-    pairs = sorted(((b.key_at(e, now), e) for e in quiet), key=_first)
+    pairs = sorted(((e.key, e) for e in quiet), key=_first)
     b.keys = [k for k, _ in pairs]
     b.entries = [e for _, e in pairs]
     for k, e in pairs:
         b.class_of(e).keys.append(k)
         b.live[id(e.view)] = e
         b.held.add(e.view.key)
-        if e.promote_at is not None and e.promote_at > now:
-            b.wait_promotion(e)
     return b
 
 
@@ -240,19 +214,10 @@ def _update(
     b = replace(b, admitted=[])  # a new holder of the same parts: the old keys stay as they are
     w = _Writer(b)
     live = b.live
-    promo = b.promo
     for i in gone:
         e = live.pop(i)
         b.held.discard(e.view.key)
-        promo.pop(id(e), None)
-        w.remove(e, b.key_at(e, b.now))
-    pending = b.pending
-    while pending and pending[0][0] <= now:
-        _, seq, e = heapq.heappop(pending)
-        if promo.get(id(e)) == seq:
-            del promo[id(e)]
-            w.remove(e, e.key_plain)
-            w.insert(e, e.key_promoted)
+        w.remove(e, e.key)
     b.now = now
     others: list[JobView] = []
     config = b.config
@@ -263,7 +228,5 @@ def _update(
             continue
         live[id(view)] = found
         b.held.add(view.key)
-        w.insert(found, b.key_at(found, now))
-        if found.promote_at is not None and found.promote_at > now:
-            b.wait_promotion(found)
+        w.insert(found, found.key)
     return b, others

@@ -17,10 +17,9 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    ``admitted_time`` = now when a job is admitted from 0, None when it stops. A running job
    with ``min_size == max_size`` that has not opted in (``preemptible_within_priority``) is
    *protected*: it goes first within its priority, so only a higher priority stops it.
-   ``LeastAttainedService`` bands grow exponentially with attained service. A job in band 1 or
-   above whose time since ``queued_time`` is at least ``slowdown_limit`` times its service time
-   (running or not) is *promoted* ("aged" below): it ranks after band 0 and before every other
-   job, first come first served among the promoted.
+   ``LeastAttainedService`` bands grow exponentially with attained service. Band 0 goes first;
+   every job past it is ordered by its virtual queue time, ``queued_time`` plus
+   ``slowdown_limit`` times its band's service in full-size seconds (the starvation guard).
 3. *Admission* walks that order and places each job's minimum on nodes, all or nothing
    (:mod:`~lattice.scheduler.core.placement`); a running job keeps its persisted placement
    (:mod:`~lattice.scheduler.core.room`); one that does not fit may preempt (rule 5).
@@ -32,12 +31,6 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
    so a running job's status does not change whenever the queue behind it moves).
 4. Each admitted job gets its minimum; spare capacity then grows the admitted jobs toward
    their target size in the same order, replica by replica while a replica fits on a node.
-   An aged (promoted) job grows as soon as it is admitted, before any later job is admitted,
-   up to the middle of its range (``(min_size + max_size) // 2``, capped by its target), so
-   younger jobs cannot hold it at its minimum (a bounded wait is worth little at half speed);
-   it grows past that only in the common growth step, in order. The cap keeps aged jobs from
-   taking their least efficient replicas (speedup is sublinear in size) ahead of younger
-   jobs' minimums.
 5. A running job that is not admitted gets size 0 and goes back to ``Waiting`` keeping its
    ``queued_time``; victims are therefore always later in the order (lower priority, or equal
    priority and not protected, and queued later or, under LAS, of a higher rank). An elastic
@@ -64,8 +57,7 @@ so shuffling ``snapshot.nodes`` or ``snapshot.jobs`` never changes the plan. The
 
 ``Plan.next_wakeup`` is the earliest time after now at which an unchanged snapshot could get
 another plan: a cooldown ending, a pending timeout or refusal expiring, a deferred growth becoming
-allowed (only when a replica would fit), a LAS band change or a job gaining or losing its
-promotion.
+allowed (only when a replica would fit) or a running job's LAS band change.
 
 Cost: *quiet* waiting jobs (:mod:`~lattice.scheduler.core.quiet`) stay sorted from pass to pass
 (:mod:`~lattice.scheduler.core.backlog`); runs of them whose gang cannot find room are left
@@ -81,18 +73,16 @@ from operator import attrgetter, itemgetter
 
 from lattice.scheduler.core.backlog import backlog, caching
 from lattice.scheduler.core.effects import next_wakeup, settle
-from lattice.scheduler.core.leftover import Left, from_entry, left_items, next_promotion
+from lattice.scheduler.core.leftover import Left, from_entry, left_items
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import (
     NOT_RUNNING,
     OrderKey,
-    aged_growth_cap,
     full_units,
     incumbency,
-    is_promoted,
     is_protected,
     las_band,
-    las_rank,
+    las_position,
     order_key,
 )
 from lattice.scheduler.core.plan import Decision, Deferred, Plan
@@ -106,7 +96,7 @@ from lattice.scheduler.core.room import (
     release_from,
 )
 from lattice.scheduler.core.state import JobState, to_decision
-from lattice.scheduler.core.steps import cooldown_for, grow, grow_one, prepare
+from lattice.scheduler.core.steps import cooldown_for, grow, prepare
 from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
 
 __all__ = ["cooldown_for", "schedule"]
@@ -133,7 +123,6 @@ class _Pass:
         self.full = [JobState(view) for view in others]
         # Candidates that are not quiet, by order key (a heap).
         self.heap: list[tuple[OrderKey, JobState]] = []
-        self.quiet_wake = self.q.wake()
         self.nodes, self.limit = snapshot.nodes, 8 * len(jobs) + 4096  # memo sizes
         self.empty = self.free = empty(snapshot.nodes, limit=self.limit)  # see candidates()
         self.total = sum(max(0, node.free_units) for node in snapshot.nodes)
@@ -162,19 +151,13 @@ class _Pass:
             if not prepare(s, now=now, config=config):
                 continue
             v = s.view
+            at = s.queued or now
             if self.las:
                 s.band = band = las_band(s.attained, config)
-                s.aged = is_promoted(
-                    band=band,
-                    queued_time=s.queued or now,
-                    attained=s.attained,
-                    units=full_units(v),
-                    now=now,
-                    config=config,
-                    admitted=s.since if s.held else None,
+                s.rank, at = las_position(
+                    band=band, queued_time=at, units=full_units(v), config=config
                 )
-                s.rank = las_rank(band, aged=s.aged)
-            key = order_key(v, queued_time=s.queued or now, rank=s.rank)
+            key = order_key(v, queued_time=at, rank=s.rank)
             s.key = key
             self.heap.append((key, s))
             self.candidate_states.append(s)
@@ -188,7 +171,7 @@ class _Pass:
         self.holders = Holders(self.holding)
 
     def admit(self) -> None:
-        """Rule 3 (and the first growth of aged jobs, rule 4), walking the order.
+        """Rule 3, walking the order.
 
         Protected jobs (rule 5) that the walk would stop are placed first within their
         priority, and the walk is redone; the order itself does not change.
@@ -389,15 +372,6 @@ class _Pass:
     def _admitted(self, s: JobState) -> None:
         s.admitted = True
         s.size = s.view.min_size
-        if s.aged:
-            grow_one(
-                s,
-                free=self.free,
-                now=self.now,
-                config=self.config,
-                up_to=aged_growth_cap(s.view),
-                holders=self.holders,
-            )
 
     def _fits_empty(self, shape: _Shape) -> bool:
         known = self.fits_empty.get(shape)
@@ -441,33 +415,20 @@ class _Pass:
         for s in self.ordered:
             running = s.stage == Stage.RUNNING and s.size > 0
             admitted = incumbency(running=running, admitted_time=s.since)
-            rank = 0
+            rank, at = 0, s.queued or _NEVER
             if self.las:
-                promoted = is_promoted(
-                    band=s.band,
-                    queued_time=s.queued or _NEVER,
-                    attained=s.attained,
-                    units=full_units(s.view),
-                    now=self.now,
-                    config=self.config,
-                    admitted=s.since if running else None,
+                rank, at = las_position(
+                    band=s.band, queued_time=at, units=full_units(s.view), config=self.config
                 )
-                rank = las_rank(s.band, aged=promoted)
-            key = order_key(s.view, queued_time=s.queued or _NEVER, rank=rank, admitted=admitted)
+            key = order_key(s.view, queued_time=at, rank=rank, admitted=admitted)
             keyed.append((key, s.view.key))
         keyed += [(item[1], item[0].view.key) for item in left_items(self.left, self.q)]
         keyed.sort(key=_first)
         return tuple(k for _, k in keyed)
 
     def wakeup(self) -> datetime | None:
-        """Rule 9's ``next_wakeup``: the candidates' own, and quiet jobs' promotions."""
-        quiet = self.quiet_wake
-        if quiet is not None and any(e.promote_at == quiet for e in self.admitted_entries):
-            quiet = next_promotion(self.left, self.q, self.now)
-        found = next_wakeup([*self.full, *self.from_entries], now=self.now, config=self.config)
-        if quiet is None:
-            return found
-        return quiet if found is None else min(found, quiet)
+        """Rule 9's ``next_wakeup``: the candidates' own (a quiet job's key never changes)."""
+        return next_wakeup([*self.full, *self.from_entries], now=self.now, config=self.config)
 
 
 def schedule(snapshot: Snapshot, now: datetime) -> Plan:

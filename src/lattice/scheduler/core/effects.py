@@ -21,12 +21,7 @@ from datetime import datetime, timedelta
 
 from lattice.primitives.times import format_time
 from lattice.scheduler.core.events import Admitted, Grown, Preempted, Shrunk
-from lattice.scheduler.core.order import (
-    band_upper_bound,
-    micros,
-    promotion_time,
-    service_time,
-)
+from lattice.scheduler.core.order import band_upper_bound
 from lattice.scheduler.core.requeue import requeue
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import SchedulerConfig, Stage, Strategy
@@ -177,68 +172,8 @@ def next_wakeup(
                 crossing = _band_crossing(s, now=now, config=config)
                 if crossing is not None:
                     times.append(crossing)
-        elif s.position is None:
-            continue  # not a candidate
-        if las and s.band and s.queued is not None:
-            change = _promotion_change(s, now=now, config=config)
-            if change is not None:
-                times.append(change)
     future = [t for t in times if t > now]
     return min(future) if future else None
-
-
-def _promotion_change(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:
-    """When a candidate in band 1 or above gains or loses its promotion at its planned state
-    (:func:`~lattice.scheduler.core.order.is_promoted`), or ``None``.
-
-    Waiting: at its promotion time. Running since ``a``, holding ``U`` of its ``M`` units at
-    full size: ``credit - K S`` grows at ``K (1 - U / M)`` per second, so it can only gain the
-    promotion. Running without ``admitted_time`` (the waiting rule while its service grows):
-    ``W + t - K (A + U t) / M`` changes sign once at most.
-    """
-    v = s.view
-    full = v.units_at(v.max_size)
-    queued = s.queued
-    if queued is None:
-        return None
-    k = config.slowdown_limit
-    held = v.units_at(s.size) if s.admitted else 0
-    service = service_time(s.attained, full)
-    if not s.admitted:
-        return promotion_time(
-            band=s.band, queued_time=queued, attained=s.attained, units=full, config=config
-        )
-    ratio = held / full if full > 0 else 0.0
-    # Service accrues only from the service clock on: one ahead of now (an operator clock
-    # behind the one that wrote it) holds the service still until then.
-    frozen = max(0.0, micros(s.updated - now) / 1_000_000) if s.updated is not None else 0.0
-    since = s.since
-    if since is None:  # older status: the waiting rule with service accruing
-        f0 = micros(now - queued) / 1_000_000 - k * service
-        slope = 1.0 - k * ratio
-        if f0 < 0 and -f0 <= frozen:
-            seconds = -f0  # crosses while the service is still: the wait alone grows
-        else:
-            f1 = f0 + frozen
-            if (f1 >= 0) == (slope >= 0) or slope == 0:
-                return None
-            seconds = frozen - f1 / slope
-    else:
-        credit = micros(since - queued) + k * micros(now - since)
-        gap = (k * service * 1_000_000 - credit) / 1_000_000
-        slope = k * (1.0 - ratio)
-        if gap <= 0:
-            return None
-        if k > 0 and gap <= k * frozen:
-            seconds = gap / k
-        elif slope <= 0:
-            return None
-        else:
-            seconds = frozen + (gap - k * frozen) / slope
-    try:
-        return now + timedelta(microseconds=max(1, math.floor(seconds * 1_000_000)))
-    except OverflowError:
-        return None
 
 
 def _band_crossing(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:

@@ -11,7 +11,6 @@ built from.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from datetime import datetime
 
 from lattice.scheduler.core.backlog import Backlog
 from lattice.scheduler.core.order import OrderKey
@@ -19,7 +18,7 @@ from lattice.scheduler.core.quiet import Entry
 from lattice.scheduler.core.state import JobState
 from lattice.scheduler.core.types import JobView
 
-__all__ = ["Left", "from_entry", "left_items", "next_promotion"]
+__all__ = ["Left", "from_entry", "left_items"]
 
 Left = tuple[int, int, int, int, JobView | None]
 
@@ -35,22 +34,11 @@ def left_items(
             yield entries[i], keys[i], before + i - start + 1, free_at, blocker
 
 
-def next_promotion(left: Iterable[Left], q: Backlog, now: datetime) -> datetime | None:
-    """The earliest promotion time after ``now`` of a quiet job left waiting."""
-    best: datetime | None = None
-    for e, *_ in left_items(left, q):
-        at = e.promote_at
-        if at is not None and at > now and (best is None or at < best):
-            best = at
-    return best
-
-
 def from_entry(e: Entry, key: OrderKey) -> JobState:
     """A quiet job's working state, with the LAS rank its order key was built from."""
     s = JobState(e.view)
     s.key = key
     s.band = e.band
     s.rank = key[1]
-    s.aged = s.rank == 1  # las_rank: 1 only for a promoted job
     s.min_shape = e.shape
     return s

@@ -4,8 +4,9 @@ Candidates are ordered by, in this order (a total order: the last criterion is u
 
 1. priority, higher first;
 2. rank, lower first: -1 for a *protected* job (below), then the LAS rank (``LeastAttainedService``
-   only; 0 for the FIFO strategies);
-3. ``queued_time``, earlier first (persisted to the microsecond);
+   only, 0 for band 0 and 1 past it; 0 for the FIFO strategies);
+3. the queue time, earlier first: ``queued_time`` (persisted to the microsecond), under LAS made
+   later by the service of the job's band (its *virtual queue time*, below);
 4. incumbency: a running job before one that holds nothing, and running jobs by
    ``admitted_time``, earlier first (a running job without one, persisted by an older version,
    counts as admitted before any other);
@@ -14,8 +15,8 @@ Candidates are ordered by, in this order (a total order: the last criterion is u
 
 Criteria 1-3 are the policy; 4-6 only break ties. Because incumbency comes before every
 tie-break, a running job is never stopped for an equal-priority job that ties with it on the
-policy's keys: only a higher priority, a lower rank or an earlier ``queued_time`` puts a
-job ahead of a running one. Every key is persisted (``admitted_time`` too), so a restarted
+policy's keys: only a higher priority, a lower rank or an earlier queue time puts a job ahead
+of a running one. Every key is persisted (``admitted_time`` too), so a restarted
 operator reaches the same order; jobs first queued in the same pass share ``queued_time`` and
 are ordered by creation time, then name.
 
@@ -33,24 +34,22 @@ LAS bands (Tiresias-style discretised least-attained-service): band 0 holds jobs
 than ``las_first_band`` unit-seconds of service; band ``b`` starts at
 ``las_first_band * las_band_multiplier ** (b - 1)``; the last band (``las_bands - 1``) is open.
 
-Starvation guard (promotion), stated in the job's own service and wait: a job's *service time*
-``S`` is its attained service divided by the units it holds at ``max_size`` (how long it has
-run, in full-size seconds). A waiting job is *promoted* when its time since ``queued_time`` is
-at least ``slowdown_limit`` (``K``) times ``S``. A running job admitted at ``a`` is promoted
-when ``(a - queued_time) + K * (now - a) >= K * S``: at its admission this is the waiting rule,
-and since ``S`` grows no faster than ``now - a`` while it runs, a job promoted when it starts
-stays promoted until it stops (no churn), while a job running below its full size can gain the
-promotion. Once stopped, the waiting rule applies again: a job that ran ``t`` while promoted
-waits about ``(K - 1) t`` before its next promotion, so every job gets at least about ``1 / K``
-of the time it spends in the queue, whatever its length. (A running job without
-``admitted_time``, persisted by an older version, is judged by the waiting rule.) Only band 1
-and above are promoted; within a priority the LAS rank is 0 for band 0, 1 for every promoted
-job, and ``band + 1`` for the others: promoted jobs come after the least served ones (band 0,
-which finish fast) and before every other job, first come first served among themselves. The
-state is derived from persisted fields only (``queued_time``, ``admitted_time`` and
-``attained_service``).
+Ranks and the starvation guard (``LeastAttainedService``), stated in the job's own service and
+wait: within a priority, jobs in band 0 have rank 0 and keep their ``queued_time``; every other
+job has rank 1 and is ordered by its *virtual queue time* ``queued_time + K * F`` (criterion
+3), where ``K`` is ``slowdown_limit`` and ``F`` is the lower bound of the job's band divided by
+its units at ``max_size`` (the service it has had at least, in full-size seconds). A job with
+more service therefore yields to a less served one queued up to ``K`` times that service later,
+and goes before every job queued after its virtual queue time, however little that job has
+had: once a job has waited ``K`` times its band's service it is ahead of every later arrival
+past band 0, so it cannot starve unless band 0 alone (each job's first ``las_first_band``
+unit-seconds) keeps the cluster full. The virtual queue time is fixed while a job waits and
+moves only when a running job enters its next band, so the order of waiting jobs never changes
+with the clock and a running job can only lose its place at a band change. ``K = 0`` is first
+come first served past band 0; a large ``K`` is plain LAS. The key is derived from persisted
+fields only (``queued_time``, ``attained_service``).
 
-All functions are pure and take ``now`` explicitly.
+All functions are pure.
 """
 
 from __future__ import annotations
@@ -64,18 +63,14 @@ __all__ = [
     "EARLIEST",
     "NOT_RUNNING",
     "OrderKey",
-    "aged_growth_cap",
+    "band_lower_bound",
     "band_upper_bound",
     "full_units",
     "incumbency",
-    "is_promoted",
     "is_protected",
     "las_band",
-    "las_rank",
-    "micros",
+    "las_position",
     "order_key",
-    "promotion_time",
-    "service_time",
 ]
 
 OrderKey = tuple[int, int, datetime, datetime, datetime, str, str, str]
@@ -108,71 +103,33 @@ def full_units(job: JobView) -> int:
     return job.units_at(job.max_size)
 
 
-def micros(delta: timedelta) -> int:
-    """``delta`` in whole microseconds (exact)."""
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+def band_lower_bound(band: int, config: SchedulerConfig) -> float:
+    """Service (unit-seconds) at which a job enters ``band`` (0 for band 0)."""
+    if band <= 0:
+        return 0.0
+    return config.las_first_band * config.las_band_multiplier ** (band - 1)
 
 
-def service_time(attained: float, units: int) -> float:
-    """Service in full-size seconds: ``attained`` unit-seconds over ``units`` at full size."""
-    return attained / units if units > 0 else 0.0
-
-
-def is_promoted(
-    *,
-    band: int,
-    queued_time: datetime,
-    attained: float,
-    units: int,
-    now: datetime,
-    config: SchedulerConfig,
-    admitted: datetime | None = None,
-) -> bool:
-    """Whether a job in ``band`` is promoted at ``now`` (see the module docstring).
-
-    ``units``: its units at full size; ``admitted``: when it was admitted, for a job that runs
-    (``None`` for a waiting job, or a running one without ``admitted_time``).
-    """
+def las_position(
+    *, band: int, queued_time: datetime, units: int, config: SchedulerConfig
+) -> tuple[int, datetime]:
+    """The LAS rank and queue time (criteria 2 and 3) of a job in ``band`` queued at
+    ``queued_time`` with ``units`` at full size: ``(0, queued_time)`` in band 0, else ``(1,
+    queued_time + K * F)`` (the virtual queue time, module docstring), rounded up to the
+    microsecond and capped at the end of the calendar."""
     if band == 0:
-        return False
-    k = config.slowdown_limit
-    if admitted is None:
-        credit = float(micros(now - queued_time))
-    else:
-        credit = micros(admitted - queued_time) + k * micros(now - admitted)
-    return credit >= k * service_time(attained, units) * 1_000_000
-
-
-def promotion_time(
-    *, band: int, queued_time: datetime, attained: float, units: int, config: SchedulerConfig
-) -> datetime | None:
-    """When a waiting job becomes promoted (``None`` in band 0, or beyond year 9999):
-    ``queued_time`` plus ``K`` times its service time, rounded up to the microsecond."""
-    if band == 0:
-        return None
-    bar = math.ceil(config.slowdown_limit * service_time(attained, units) * 1_000_000)
+        return 0, queued_time
+    floor = band_lower_bound(band, config) / units if units > 0 else 0.0
+    offset = math.ceil(config.slowdown_limit * floor * 1_000_000)
     try:
-        return queued_time + timedelta(microseconds=bar)
+        return 1, queued_time + timedelta(microseconds=offset)
     except OverflowError:
-        return None  # beyond the calendar: never
+        return 1, NOT_RUNNING  # beyond the calendar: after every job with a date
 
 
 def is_protected(job: JobView) -> bool:
     """Whether a running ``job`` may only be stopped by a higher priority (module docstring)."""
     return job.min_size == job.max_size and not job.preemptible_within_priority
-
-
-def aged_growth_cap(job: JobView) -> int:
-    """The size up to which an aged job grows before later jobs are admitted: the middle of its
-    range, ``(min_size + max_size) // 2``."""
-    return (job.min_size + job.max_size) // 2
-
-
-def las_rank(band: int, *, aged: bool) -> int:
-    """The LAS rank: 0 for band 0, 1 for a promoted job, ``band + 1`` for the others."""
-    if band == 0:
-        return 0
-    return 1 if aged else band + 1
 
 
 def incumbency(*, running: bool, admitted_time: datetime | None) -> datetime:
@@ -188,7 +145,8 @@ def order_key(
 ) -> OrderKey:
     """Sort key of ``job`` (ascending sort = scheduling order); see the module docstring.
 
-    ``queued_time`` is passed explicitly because a pass may (re)queue the job at ``now``;
+    ``queued_time`` (the queue time of criterion 3: under LAS the virtual queue time of
+    :func:`las_position`) is passed explicitly because a pass may (re)queue the job at ``now``;
     ``admitted`` (criterion 4, see :func:`incumbency`) because a pass may admit or stop it; by
     default it is the job's own on input.
     """

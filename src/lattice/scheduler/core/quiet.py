@@ -4,7 +4,7 @@ Contract (internal to the core; neither changes any result, both only skip work)
 - A view is *quiet* when a pass can only leave it exactly as it is or admit it: stage
   ``Waiting``, holding nothing, with ``submit_time`` and ``queued_time`` set, no
   ``requeue_time`` or ``admitted_time``, not suspended, not finished and valid. Its LAS band,
-  promotion time, order keys and minimum shape depend on the view and the config alone, so
+  order key and minimum shape depend on the view and the config alone (never on the clock), so
   :func:`entry_for` memoises them per view object (by identity, holding the view, so an id is
   never reused while its entry lives). Views are immutable, so a hit is always exact; the memo
   is cleared when it outgrows the snapshots it serves.
@@ -17,7 +17,6 @@ Contract (internal to the core; neither changes any result, both only skip work)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import datetime
 
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import (
@@ -25,9 +24,8 @@ from lattice.scheduler.core.order import (
     OrderKey,
     full_units,
     las_band,
-    las_rank,
+    las_position,
     order_key,
-    promotion_time,
 )
 from lattice.scheduler.core.plan import ACCOUNTING_FIELDS, Decision
 from lattice.scheduler.core.types import JobView, SchedulerConfig, Stage, Strategy
@@ -38,32 +36,19 @@ __all__ = ["Entry", "LazyDecisions", "entries_for", "entry_for", "trim_memo"]
 class Entry:
     """What a pass needs of a quiet job before admitting it."""
 
-    __slots__ = ("band", "key_plain", "key_promoted", "need", "promote_at", "shape", "view")
+    __slots__ = ("band", "key", "need", "shape", "view")
 
     def __init__(self, view: JobView, config: SchedulerConfig) -> None:
         self.view = view
         queued = view.queued_time or NOT_RUNNING  # set for every quiet view
         self.band = 0
-        self.promote_at: datetime | None = None
         rank = 0
         if config.strategy == Strategy.LEAST_ATTAINED_SERVICE:
             self.band = las_band(view.attained_service, config)
-            rank = las_rank(self.band, aged=False)
-            self.promote_at = promotion_time(
-                band=self.band,
-                queued_time=queued,
-                attained=view.attained_service,
-                units=full_units(view),
-                config=config,
+            rank, queued = las_position(
+                band=self.band, queued_time=queued, units=full_units(view), config=config
             )
-        self.key_plain: OrderKey = order_key(
-            view, queued_time=queued, rank=rank, admitted=NOT_RUNNING
-        )
-        self.key_promoted = self.key_plain
-        if self.promote_at is not None:
-            self.key_promoted = order_key(
-                view, queued_time=queued, rank=las_rank(self.band, aged=True), admitted=NOT_RUNNING
-            )
+        self.key: OrderKey = order_key(view, queued_time=queued, rank=rank, admitted=NOT_RUNNING)
         self.shape: tuple[PodDemand, ...] = tuple(view.pod_demand(i) for i in range(view.min_size))
         self.need = view.units_at(view.min_size)
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from lattice.scheduler.core.model import PodDemand
-from lattice.scheduler.core.order import OrderKey, aged_growth_cap, is_protected
+from lattice.scheduler.core.order import OrderKey, is_protected
 from lattice.scheduler.core.placement import Cluster
 from lattice.scheduler.core.probe import ReleaseProbe
 from lattice.scheduler.core.state import JobState
@@ -73,10 +73,7 @@ def reserve_running(s: JobState, cluster: Cluster, refused: frozenset[str]) -> N
 
 
 def growth_floor(s: JobState) -> int:
-    """The size below which a job's pods are not growth others may take: its minimum, or for
-    a promoted job admitted in this pass the cap of its early growth."""
-    if s.aged and s.admitted:
-        return max(s.view.min_size, aged_growth_cap(s.view))
+    """The size below which a job's pods are not growth others may take: its minimum."""
     return s.view.min_size
 
 

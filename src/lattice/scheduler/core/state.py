@@ -24,7 +24,6 @@ class JobState:
 
     __slots__ = (
         "admitted",
-        "aged",
         "attained",
         "band",
         "blocker",
@@ -78,7 +77,6 @@ class JobState:
         self.events: list[SchedulerEvent] = []
         self.band = 0
         self.rank = 0
-        self.aged = False
         self.admitted = False
         self.unfittable = False
         self.min_shape: tuple[PodDemand, ...] = ()

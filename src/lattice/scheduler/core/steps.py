@@ -90,8 +90,7 @@ def grow(
     config: SchedulerConfig,
     holders: Holders | None = None,
 ) -> None:
-    """Rules 4 and 6: grow admitted jobs toward their target, in order (aged jobs from the
-    size their admission gave them)."""
+    """Rules 4 and 6: grow admitted jobs toward their target, in order."""
     if holders is not None:
         holders.no_room = {}  # the walk's memo was for its order: this walk starts again
     for s in ordered:
@@ -105,13 +104,12 @@ def grow_one(
     free: Cluster,
     now: datetime,
     config: SchedulerConfig,
-    up_to: int | None = None,
     holders: Holders | None = None,
 ) -> None:
     """Rules 4 and 6 for one admitted job: from the pods it holds past its minimum (kept where
-    they run, up to the first one without a node) toward its target, at most ``up_to``,
-    placing new replicas one by one; a replica that finds no room takes the growth of jobs
-    later in order (``holders``), latest first."""
+    they run, up to the first one without a node) toward its target, placing new replicas one
+    by one; a replica that finds no room takes the growth of jobs later in order
+    (``holders``), latest first."""
     v = s.view
     interval = config.resize_interval
     last = v.last_resize_time
@@ -121,10 +119,6 @@ def grow_one(
     else:
         target = max(v.min_size, min(s.held, v.max_size))
         deferred = True
-    # What the job could reach in this call were it not for the interval.
-    reachable = v.max_size if up_to is None else min(v.max_size, up_to)
-    if up_to is not None:
-        target = min(target, up_to)
     placed = s.placed
     size = v.min_size
     while size < len(placed) and placed[size]:
@@ -133,7 +127,7 @@ def grow_one(
         release_from(s, free, size)
         if holders is not None:
             holders.gen += 1
-    if size > target and up_to is None:  # early growth never gives up what is held
+    if size > target:
         release_from(s, free, target)
         size = target
         if holders is not None:
@@ -146,14 +140,10 @@ def grow_one(
         placed.append(node)
         size += 1
     s.size = size
-    # Growth held back only by the interval: settle() turns this into a wakeup. Sticky across
-    # the two calls for a promoted job: its early growth (at admission, up to its cap) comes
-    # before later jobs' minimums, so if the interval alone held it back while a replica fitted,
-    # the next pass after the interval grows it even where the common growth step found
-    # nothing free.
-    s.growth_deferred = s.growth_deferred or (
+    # Growth held back only by the interval: settle() turns this into a wakeup.
+    s.growth_deferred = (
         deferred
-        and size == target < reachable
+        and size == target < v.max_size
         and _would_fit(s, v.pod_demand(size), free=free, holders=holders)
     )
 

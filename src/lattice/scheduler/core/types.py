@@ -57,9 +57,9 @@ class SchedulerConfig:
     ``refusal_grace``: a node where kube-scheduler refused a placed pod counts as refused
     (the pod is placed again elsewhere) once the job's pods have been Unschedulable this long,
     so that a refusal kube-scheduler is about to retry (a victim's pod just gone) is not acted
-    on. ``slowdown_limit`` is LAS's starvation guard: a job in band 1 or above whose time since
-    ``queued_time`` is at least this multiple of its service time (attained service over its
-    units at full size) is promoted (:mod:`lattice.scheduler.core.order`). The LAS bands start
+    on. ``slowdown_limit`` (``K``) is LAS's starvation guard: past band 0, jobs are ordered by
+    ``queued_time`` plus ``K`` times the lower bound of their band over their units at full
+    size (:mod:`lattice.scheduler.core.order`). The LAS bands start
     at ``las_first_band`` unit-seconds and grow by ``las_band_multiplier``; ``las_bands`` counts
     them (the last is open). ``cooldown_base`` doubles per requeue up to ``cooldown_max``. The
     evidence for each default is in docs/simulate.md. ``child_refusal_timeout``: a running job

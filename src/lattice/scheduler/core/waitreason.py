@@ -69,7 +69,6 @@ class PreemptionCause(enum.StrEnum):
     """Why a stopped job ranked after the job it made room for (scheduling order, rule 2)."""
 
     HIGHER_PRIORITY = "HigherPriority"
-    AGED = "Aged"
     LEAST_ATTAINED_SERVICE = "LeastAttainedService"
     EARLIER_IN_QUEUE = "EarlierInQueue"
 
@@ -78,11 +77,18 @@ def preemption_cause(victim: JobState, beneficiary: JobState) -> PreemptionCause
     """The first order-key criterion on which ``beneficiary`` beats ``victim``."""
     if beneficiary.view.priority > victim.view.priority:
         return PreemptionCause.HIGHER_PRIORITY
-    if beneficiary.aged and not victim.aged:
-        return PreemptionCause.AGED
     if beneficiary.rank < victim.rank:
         return PreemptionCause.LEAST_ATTAINED_SERVICE
+    if beneficiary.rank == victim.rank == 1 and _later(beneficiary, victim):
+        return PreemptionCause.LEAST_ATTAINED_SERVICE  # queued later, ahead by less service
     return PreemptionCause.EARLIER_IN_QUEUE
+
+
+def _later(a: JobState, b: JobState) -> bool:
+    """Whether ``a`` was queued after ``b`` (a job never queued counts as queued last)."""
+    if a.queued is None:
+        return b.queued is not None
+    return b.queued is not None and a.queued > b.queued
 
 
 def _units(n: int) -> str:
