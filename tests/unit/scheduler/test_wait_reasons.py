@@ -278,9 +278,7 @@ def test_the_preempted_code_lasts_one_pass_then_the_blocker_is_named() -> None:
     [
         pytest.param((0, 1, 0), (5, 1, 10), "HigherPriority", id="higher priority first"),
         pytest.param((0, 1, 0), (0, 0, 10), "LeastAttainedService", id="band 0 beats band 1"),
-        pytest.param(
-            (0, 1, 0), (0, 1, 10), "LeastAttainedService", id="queued later, less served"
-        ),
+        pytest.param((0, 1, 0), (0, 1, 10), "LeastAttainedService", id="queued later, less served"),
         pytest.param((0, 1, 10), (0, 1, 0), "EarlierInQueue", id="queued earlier: its wait"),
         pytest.param((0, 0, 10), (0, 0, 0), "EarlierInQueue", id="FIFO order"),
     ],
