@@ -18,9 +18,11 @@
 #     on the host by `pip download --require-hashes` into the cache and bind-mounted read-only
 #     into the build, which installs with PIP_NO_INDEX and PIP_FIND_LINKS: the lock files' hashes
 #     are still checked, and nothing in the build reaches a network.
-# Cached by content: the image is tagged with a hash of this script, the Dockerfile, pyproject,
-# README, the lock files and the source tree, and the base with a hash of its recipe, so a warm
-# rebuild of an unchanged tree is a lookup, and pushing an image the registry has is a no-op.
+# Cached by content: the image is tagged with a hash of its recipe (the build function, the
+# Dockerfile, pyproject, README, the lock files, the source tree and the base), and the base with
+# a hash of its own recipe, so a warm rebuild of an unchanged tree is a lookup (and buildah's
+# layer cache keeps a changed source tree from reinstalling the wheels); pushing an image the
+# registry has is a no-op.
 set -euo pipefail
 shopt -s inherit_errexit
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -95,8 +97,8 @@ fetch_wheels() {
 
 build_operator() {
   local base=$1 tag
-  tag=$(printf '%s %s\n' "$base" "$(hash_of "${BASH_SOURCE[0]}" "$repo/Dockerfile" "$repo/.dockerignore" \
-    "$repo/pyproject.toml" "$repo/README.md" "$repo"/requirements*.lock "$repo/src")" | sha256sum | cut -c1-16)
+  tag=$(printf '%s %s\n%s\n' "$base" "$(hash_of "$repo/Dockerfile" "$repo/.dockerignore" "$repo/pyproject.toml" \
+    "$repo/README.md" "$repo"/requirements*.lock "$repo/src")" "$(declare -f build_operator)" | sha256sum | cut -c1-16)
   if ! has_image "$LOCAL:$tag"; then
     log "operator $LOCAL:$tag: buildah bud (chroot isolation, pip with no index)"
     "${B[@]}" bud --quiet --isolation chroot --pull-never --layers \
