@@ -3,7 +3,14 @@
 # Suits a read-only root filesystem (no bytecode writes, no runtime downloads).
 # Reproducible: the build backend and every runtime dependency come from the hash-pinned lock
 # files (`make lock`), so the same source gives the same packages.
-FROM python:3.11-slim AS build
+#
+# `docker build .` works as is (python:3.11-slim, wheels from PyPI). `make image`
+# (hack/images/operator.sh) builds it offline with buildah: BASE_IMAGE is its own Debian bookworm
+# Python, and PIP_NO_INDEX/PIP_FIND_LINKS point pip at the wheels it downloaded, mounted read-only.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE} AS build
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 WORKDIR /src
 COPY requirements-build.lock ./
 RUN pip install --no-cache-dir --require-hashes --no-deps -r requirements-build.lock
@@ -11,7 +18,9 @@ COPY pyproject.toml README.md ./
 COPY src ./src
 RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /dist .
 
-FROM python:3.11-slim
+FROM ${BASE_IMAGE}
+ARG PIP_NO_INDEX
+ARG PIP_FIND_LINKS
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \

@@ -7,7 +7,7 @@ CP := hack/controlplane
 export LATTICE_CLUSTER_DIR ?= $(CURDIR)/.cluster
 
 .PHONY: venv lock lint unit integration test controlplane helm cluster-up cluster-down demo crds docs k8s-schema upstream-manifests check-upstream clean \
-	deps real-bins images real
+	deps real-bins images real image prometheus
 # LATTICE_REAL_NODES=N: real kubelet nodes for `make cluster-up` (unset or 0: kwok nodes only);
 # `make real` uses 2 unless told otherwise; `make demo` uses 2 where this machine can run them.
 
@@ -49,7 +49,7 @@ integration: venv controlplane helm
 deps:
 	hack/install-deps.sh
 
-# kubelet, CoreDNS and the registry, cached like the control plane.
+# kubelet, CoreDNS, the registry and Prometheus, cached like the control plane.
 real-bins:
 	$(CP)/build.sh real
 
@@ -58,9 +58,22 @@ real-bins:
 images: deps
 	hack/images/build.sh --push
 
+# The operator's image from the Dockerfile, built offline with buildah (hack/images/operator.sh)
+# and pushed into the running real-node cluster's mirror as ghcr.io/breezeml/lattice-operator:latest,
+# the name deploy/ and the chart use, so `kubectl apply -k deploy/` runs it unchanged. Without a
+# cluster: `hack/images/operator.sh --push REGISTRY/lattice-operator:TAG` or `--archive FILE`
+# (kind, minikube; docs/operations.md).
+image: deps
+	hack/images/operator.sh --push
+
+# Prometheus (github.com/prometheus/prometheus from the Go module proxy), cached like the
+# control plane; the real tier's in-cluster test scrapes the operator with it.
+prometheus:
+	$(CP)/build.sh prometheus
+
 # The real tier alone: a cluster with 2 real nodes (started by the session fixture, or reused).
 # LATTICE_REQUIRE_INTEGRATION=1: the run fails unless a real test passed.
-real: venv deps controlplane real-bins
+real: venv deps controlplane real-bins helm
 	LATTICE_REAL_NODES=$${LATTICE_REAL_NODES:-2} \
 	  LATTICE_REQUIRE_INTEGRATION=1 $(BIN)/pytest tests/real -q -p no:cacheprovider
 

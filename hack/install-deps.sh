@@ -3,10 +3,11 @@
 #   real nodes: containerd, runc, containernetworking-plugins (CNI plugins in /usr/lib/cni)
 #   images:     mmdebstrap (rootfs from Debian packages), umoci (OCI layouts), skopeo (push),
 #               g++, libopenmpi-dev and libmpich-dev (the MPI pi programs), gcc (the pause program)
+#               buildah (`make image`: the operator's image from the Dockerfile, daemonless)
 # Needs root (as CI and the real nodes do). Idempotent: a machine that has them all costs a dpkg
 # query and nothing else. `apt-get update` runs only when something must be installed.
 set -euo pipefail
-pkgs=(containerd runc containernetworking-plugins mmdebstrap umoci skopeo gcc g++ libc6-dev
+pkgs=(containerd runc containernetworking-plugins mmdebstrap umoci skopeo buildah gcc g++ libc6-dev
       libopenmpi-dev openmpi-bin libmpich-dev mpich)
 missing=()
 for p in "${pkgs[@]}"; do

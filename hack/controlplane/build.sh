@@ -12,6 +12,9 @@
 #            kubernetes; only with `build.sh real`)
 #   registry (github.com/distribution/distribution/v3/cmd/registry, plain `go install`; only with
 #            `build.sh real`)
+#   prometheus (github.com/prometheus/prometheus/cmd/prometheus, plain `go install`, without the
+#            builtinassets tag: the HTTP API and scraping, no web UI; with `build.sh real` or
+#            `build.sh prometheus`; the real tier's in-cluster test scrapes the operator with it)
 #
 # Binaries land in $LATTICE_BIN_CACHE/<component>-<version>/ (default ~/.cache/lattice/bin).
 # Anything already present is skipped, so a warm cache costs nothing.
@@ -36,6 +39,7 @@ helm_dir=$CACHE/helm-v$HELM_VERSION
 kubelet_dir=$CACHE/kubelet-v$KUBE_VERSION
 coredns_dir=$CACHE/coredns-v$COREDNS_VERSION
 registry_dir=$CACHE/registry-v$REGISTRY_VERSION
+prometheus_dir=$CACHE/prometheus-v$PROMETHEUS_VERSION
 
 k8s_ldflags() {
   local minor=${KUBE_VERSION#1.}; minor=${minor%%.*}
@@ -128,8 +132,22 @@ build_registry() {
   rm -rf "$registry_dir"; mv "$registry_dir.tmp" "$registry_dir"
 }
 
+# Prometheus for the real tier's in-cluster test. Its Go module is v0.3xx (the 3.x release line);
+# without -tags builtinassets the web UI is not embedded, which the HTTP API does not need.
+build_prometheus() {
+  if [ -x "$prometheus_dir/prometheus" ]; then log "prometheus v$PROMETHEUS_VERSION cached"; return; fi
+  mkdir -p "$prometheus_dir.tmp"
+  log "building prometheus v$PROMETHEUS_VERSION"
+  GOFLAGS="" GOBIN="$prometheus_dir.tmp" go install -trimpath -ldflags "-s -w \
+    -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION" \
+    "github.com/prometheus/prometheus/cmd/prometheus@v$PROMETHEUS_VERSION"
+  rm -rf "$prometheus_dir"; mv "$prometheus_dir.tmp" "$prometheus_dir"
+  "$prometheus_dir/prometheus" --version >&2
+}
+
 # Prints the directories holding the binaries, one per line (for PATH).
-print_paths() { printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$kubelet_dir" "$coredns_dir" "$registry_dir"; }
+print_paths() { printf '%s\n' "$k8s_dir" "$etcd_dir" "$kwok_dir" "$helm_dir" "$kubelet_dir" "$coredns_dir" "$registry_dir" \
+  "$prometheus_dir"; }
 
 case "${1:-all}" in
   all) build_etcd; build_kwok; build_k8s ;;
@@ -140,7 +158,8 @@ case "${1:-all}" in
   kubelet) build_kubelet ;;
   coredns) build_coredns ;;
   registry) build_registry ;;
-  real) build_kubelet; build_coredns; build_registry ;;
+  real) build_kubelet; build_coredns; build_registry; build_prometheus ;;
+  prometheus) build_prometheus ;;
   paths) print_paths ;;
-  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|kubelet|coredns|registry|real|paths]" >&2; exit 2 ;;
+  *) echo "usage: $0 [all|k8s|etcd|kwok|helm|kubelet|coredns|registry|prometheus|real|paths]" >&2; exit 2 ;;
 esac

@@ -56,13 +56,18 @@ if [ ! -f "$P/admin.crt" ]; then
     -keyout "$P/ca.key" -out "$P/ca.crt" \
     -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" -keyout "$P/apiserver.key" -out "$P/apiserver.csr" 2>/dev/null
-  openssl x509 -req -in "$P/apiserver.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days 3650 \
-    -out "$P/apiserver.crt" -extfile <(printf "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth") 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=lattice-admin" -keyout "$P/admin.key" -out "$P/admin.csr" 2>/dev/null
   openssl x509 -req -in "$P/admin.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days 3650 \
     -out "$P/admin.crt" -extfile <(printf "extendedKeyUsage=clientAuth") 2>/dev/null
   openssl genrsa -out "$P/sa.key" 2048 2>/dev/null
   openssl rsa -in "$P/sa.key" -pubout -out "$P/sa.pub" 2>/dev/null
+fi
+# The serving cert names 10.96.0.1, the `kubernetes` Service's ClusterIP: in-cluster clients (the
+# operator's Deployment on real nodes) connect to that address (real-nodes.sh forwards it here).
+# It is made here, and remade (same CA and key) if an older cluster dir's cert lacks that IP.
+if ! openssl x509 -in "$P/apiserver.crt" -noout -ext subjectAltName 2>/dev/null | grep -q 'IP Address:10.96.0.1'; then
+  openssl x509 -req -in "$P/apiserver.csr" -CA "$P/ca.crt" -CAkey "$P/ca.key" -CAcreateserial -days 3650 \
+    -out "$P/apiserver.crt" -extfile <(printf "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth") 2>/dev/null
 fi
 
 cat >"$KCFG" <<KC
@@ -95,15 +100,18 @@ for _ in $(seq 100); do curl -sf --max-time 1 "http://127.0.0.1:$ETCD_PORT/healt
 # InternalIP; pods mount kube-root-ca.crt (root-ca-cert-publisher); CoreDNS answers from
 # EndpointSlices (endpointslice controller); pods of a deleted node go away (pod GC). The kwok
 # tiers do without them, so they are added only when real nodes are asked for.
-api_extra=() kcm_extra=""
+# Pods reach the apiserver through the `kubernetes` Service, which real-nodes.sh forwards to the
+# host bridge's address: so with real nodes it listens on every address, not loopback only.
+api_extra=() kcm_extra="" bind=127.0.0.1
 if [ "$REAL_NODES" -gt 0 ]; then
   api_extra=(--kubelet-preferred-address-types=InternalIP)
+  bind=0.0.0.0
   kcm_extra=",root-ca-certificate-publisher-controller,pod-garbage-collector-controller,endpointslice-controller"
 fi
 
 # --- kube-apiserver
 kube-apiserver "${api_extra[@]}" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
+  --bind-address="$bind" --advertise-address=127.0.0.1 --secure-port="$API_PORT" \
   --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" --client-ca-file="$P/ca.crt" \
   --service-account-issuer=https://kubernetes.default.svc --service-account-key-file="$P/sa.pub" \
   --service-account-signing-key-file="$P/sa.key" --service-cluster-ip-range=10.96.0.0/16 \

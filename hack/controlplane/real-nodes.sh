@@ -7,6 +7,9 @@
 #       an OCI registry (distribution) on $NET.0.1:$LATTICE_REGISTRY_PORT, the mirror of
 #       docker.io, ghcr.io, nvcr.io and registry.k8s.io for every node's containerd;
 #       CoreDNS on $NET.0.1:53 (kubernetes plugin, cluster.local, no forwarding anywhere);
+#   - the `kubernetes` Service's address for pods: an iptables DNAT of 10.96.0.1:443 to the
+#     apiserver on $NET.0.1 (kube-proxy's job; there is no kube-proxy), so that in-cluster
+#     clients such as the operator's Deployment work;
 #   - per node i (named real-<i>): a bridge <prefix><i> with $NET.<i+1>.1/24 (the node IP and
 #     the pods' gateway), its own containerd (root, state, socket, CNI config), and a kubelet
 #     with its own root dir and cgroup root. Every bridge is on the host, so pod-to-pod traffic
@@ -188,6 +191,16 @@ EOF
   log "registry did not answer; see $RUN/log/registry.log"; tail -5 "$RUN/log/registry.log" >&2; exit 1
 }
 
+# The `kubernetes` Service (10.96.0.1:443) for pods, as kube-proxy would make it: pods of our
+# bridges that connect to it reach the apiserver on the host bridge's address (it listens on every
+# address when real nodes run). Only this cluster's bridges match, so two clusters do not clash.
+API_SVC_RULE=(PREROUTING -i "$BR+" -d 10.96.0.1/32 -p tcp --dport 443 -j DNAT
+              --to-destination "$HOST_IP:$API_PORT")
+forward_api() {
+  iptables -t nat -C "${API_SVC_RULE[@]}" 2>/dev/null || iptables -t nat -A "${API_SVC_RULE[@]}"
+  touch "$R/api-forward"
+}
+
 start_coredns() {
   alive coredns && return
   # cluster.local (and reverse lookups) from the API; every other name is NXDOMAIN at once:
@@ -251,6 +264,7 @@ up() {
   if [ ! -f "$R/ip_forward.orig" ]; then cat /proc/sys/net/ipv4/ip_forward >"$R/ip_forward.orig"; fi
   echo 1 >/proc/sys/net/ipv4/ip_forward
   ensure_bridge "${BR}h" "$HOST_IP/24"
+  forward_api
   start_registry
   # Every sandbox needs the pause image, so it is in the mirror before any kubelet starts.
   LATTICE_API_PORT=$API_PORT "$repo/hack/images/build.sh" --push pause
@@ -329,6 +343,9 @@ down() {
         [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
       done
     done
+  fi
+  if [ -f "$R/api-forward" ]; then
+    while iptables -t nat -D "${API_SVC_RULE[@]}" 2>/dev/null; do :; done
   fi
   if [ -f "$R/bridges" ]; then
     for b in $(sort -u "$R/bridges"); do ip link delete "$b" 2>/dev/null || true; done
