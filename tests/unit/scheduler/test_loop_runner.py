@@ -486,9 +486,10 @@ async def test_a_preempted_job_reconciles_just_above_its_beneficiarys_priority()
     assert h.loop.priority_of("FakeJob", "ns/low") == RESIZE_BAND + 11
     assert h.loop.priority_of("FakeJob", "ns/high") == RESIZE_BAND + 10
     assert h.loop.priority_of("FakeJob", "ns/other") == 0  # untouched by that pass
-    # The beneficiary is written first; other (now behind the preempted low, StrictFIFO) last,
-    # for its reason code changed.
-    assert h.names()[-3:] == ["high", "low", "other"]
+    # The preempted job is written first, just before its beneficiary (an operator killed in
+    # between leaves the capacity released, not granted twice); other (now behind the
+    # preempted low, StrictFIFO) last, for its reason code changed.
+    assert h.names()[-3:] == ["low", "high", "other"]
     assert h.status("other")["reason"] == "BlockedByStrictFIFO"
     await h.loop.run_once()  # the next pass (which shrinks nothing) does not reset it
     assert h.loop.priority_of("FakeJob", "ns/low") == RESIZE_BAND + 11

@@ -272,14 +272,16 @@ class SchedulerLoop:
             timing=self._timing,
         )
         self._positions_written = choice.positions_written
-        # Highest priority first (a shrunk job at its beneficiary's, just after it): the gate
+        # Highest priority first (a shrunk job at its beneficiary's, just before it): the gate
         # admits writes in this order, so an urgent grant is not written behind a pass's worth
-        # of bookkeeping. (Their reconciles then run victims first: see ``priority_of``.)
+        # of bookkeeping, and an operator killed between the writes leaves capacity released
+        # but not yet granted, never granted twice. (Their reconciles run victims first too:
+        # see ``priority_of``.)
         todo = sorted(
             (entries[key] for key in choice.write),
             key=lambda e: (
                 -self._ranking.rank(e.key, e.view.priority),
-                self._ranking.is_shrunk(e.key),
+                not self._ranking.is_shrunk(e.key),
             ),
         )
         steps.lap("choose")
