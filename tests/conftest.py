@@ -9,6 +9,10 @@
 
 With ``LATTICE_REQUIRE_INTEGRATION=1`` (set by ``make test``) the run fails if no integration or
 e2e test ran, so CI can never pass on the unit tier alone.
+
+Hypothesis: with ``LATTICE_HYPOTHESIS_PROFILE=ci`` (set by ``.ci/run``) every property test
+draws the same examples on every run (``derandomize``), so CI's verdict does not depend on a
+random draw; a plain ``pytest`` or ``make test`` keeps searching new examples.
 """
 
 from __future__ import annotations
@@ -19,8 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support.cluster import CONTROLPLANE, REPO, Cluster
+
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("LATTICE_HYPOTHESIS_PROFILE") == "ci":
+    settings.load_profile("ci")
 
 _ran_integration = 0
 _cluster_up_line = ""
