@@ -11,7 +11,9 @@ whether it may stay as it is forever without anyone being misled:
 - ``succeeded``: stage ``Completed`` with ``Succeeded``/``Complete`` True;
 - ``waiting``: stage ``Waiting`` (or ``RequeueCooldown``) with a non-empty ``reason``,
   ``message`` or ``lastDecision`` (the scheduler's word on why it waits), holding no pod; or
-  a job the reconciler holds back (``Created=False`` or ``Suspended=True`` with a reason);
+  a job the reconciler holds back (``Created=False`` or ``Suspended=True`` with a reason),
+  except an invalid one (``Created=False`` with a ``...FailedValidation`` reason): it settles
+  only as ``failed``, once the scheduler has marked it ``Wrong``;
 - ``running``: stage ``Running`` with ``currentSize`` > 0 and every child the placement names
   alive (a pod of that name, or a batch Job of that name with a live pod); without a persisted
   placement, at least ``currentSize`` live pods owned by the job.
@@ -27,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lattice.frameworks.refusals import FAILED_VALIDATION
 from tests.support.cluster import Cluster
 
 __all__ = ["NamespaceState", "Verdict", "namespace_state", "unsettled", "verdict"]
@@ -151,6 +154,9 @@ def verdict(job: Obj, state: NamespaceState) -> Verdict:
         if reason or message or decision:
             return out(WAITING, f"{stage} {reason}: {message} (last decision: {decision})")
         return out(None, f"stage {stage} without a reason")
+    created = conds.get("Created")
+    if created and str(created.get("reason") or "").endswith(FAILED_VALIDATION):
+        return out(None, f"Created=False {_said(created)}, stage {stage!r} not yet Wrong")
     for held in ("Created", "Suspended"):
         c = conds.get(held)
         want = "False" if held == "Created" else "True"

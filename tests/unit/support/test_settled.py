@@ -29,6 +29,12 @@ def _mpi(lattice: dict[str, Any], **status: Any) -> dict[str, Any]:
 
 PLACED = {"a-worker-0": "n1", "a-worker-1": "n2"}
 FAILED_VALIDATION = {"type": "Failed", "status": "True", "reason": "X", "message": "spec.y: bad"}
+JUDGED_INVALID = {
+    "type": "Created",
+    "status": "False",
+    "reason": "MPIJobFailedValidation",
+    "message": "invalid MPIJob: spec.y: bad",
+}
 
 
 @pytest.mark.parametrize(
@@ -59,6 +65,12 @@ FAILED_VALIDATION = {"type": "Failed", "status": "True", "reason": "X", "message
             _mpi({}, conditions=[{"type": "Created", "status": "False", "reason": "NotFound"}]),
             [],
             "waiting",
+        ),
+        (_mpi({}, conditions=[JUDGED_INVALID]), [], None),
+        (
+            _mpi({"stage": "Wrong", "reason": "R", "message": "m"}, conditions=[JUDGED_INVALID]),
+            [],
+            "failed",
         ),
         (
             _mpi(
