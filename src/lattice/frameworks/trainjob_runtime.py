@@ -77,6 +77,12 @@ from lattice.frameworks.trainjob_checks import (
     runtime_problems,
     steps,
 )
+from lattice.frameworks.trainjob_jobset import (
+    claim_plans,
+    claim_problems,
+    coordinator_endpoint,
+    coordinator_problems,
+)
 from lattice.frameworks.trainjob_mlpolicies import (
     runtime_node_resources,
     runtime_policy_problems,
@@ -262,7 +268,17 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
             dataclasses.replace(p, depends_on=((plans[i - 1].name, "Ready"),) if i else ())
             for i, p in enumerate(plans)
         )
-    problems = patch_problems(tj, names)
+    jobset = spec.template.spec
+    name, network = tj.metadata.name or "", jobset.network
+    subdomain = (network.subdomain if network else None) or name
+    endpoint = coordinator_endpoint(jobset.coordinator, name=name, subdomain=subdomain)
+    at_runtime, problems = coordinator_problems(
+        jobset.coordinator, plans=plans, scaled=scaled, min_nodes=lo, endpoint=endpoint
+    )
+    claims = claim_plans(jobset.volume_claim_policies, name=name)
+    if at_runtime := at_runtime + claim_problems(claims, plans=plans):
+        raise not_ready(where, at_runtime)
+    problems += patch_problems(tj, names)
     problems += cross_problems(tj, plans=plans, torch=torch, mpi=mpi, scaled=scaled, max_nodes=hi)
     problems += trainjob_problems(tj, ml=ml, resources=resources)
     if problems:
@@ -273,8 +289,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         {**((meta.labels if meta else None) or {}), **(tj.spec.labels or {})},
         {**((meta.annotations if meta else None) or {}), **(tj.spec.annotations or {})},
     )
-    policy = spec.template.spec.success_policy
-    network = spec.template.spec.network
+    policy = jobset.success_policy
     return ResolvedJob(
         trainjob=tj,
         runtime_kind=ref.kind,
@@ -294,7 +309,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
             (policy.target_replicated_jobs if policy else None)
             or [p.name for p in plans if not p.initializer]
         ),
-        subdomain=(network.subdomain if network else None) or (tj.metadata.name or ""),
+        subdomain=subdomain,
         dns_hostnames=not (network is not None and network.enable_dns_hostnames is False),
         publish_not_ready=not (
             network is not None and network.publish_not_ready_addresses is False
@@ -303,6 +318,9 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         node_resources=resources,
         failure_policy=failure_policy(spec.template.spec.failure_policy),
         ignored=ignored_fields(spec),
+        coordinator=endpoint,
+        ttl_seconds_after_finished=jobset.ttl_seconds_after_finished,
+        claims=claims,
     )
 
 
@@ -375,6 +393,7 @@ def _plan(
         template=pod,
         backoff_limit=int(job_spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)),
         depends_on=tuple((d.name, d.status.value) for d in rjob.depends_on or ()),
+        group=rjob.group_name,
     )
 
 
