@@ -3,8 +3,8 @@ process, the local control plane, kwok nodes (JobSet v0.12, as Trainer v2.3 uses
 
 1. ``coordinator`` and ``replicatedJobs[].groupName``: every pod carries the coordinator's
    endpoint (``jobset.sigs.k8s.io/coordinator``, label and annotation) and the group keys; a
-   TrainJob whose nodes do not reach the coordinator's podIndex is invalid, naming
-   ``spec.trainer.numNodes``.
+   Job's ``completions`` caps its pods; a TrainJob whose nodes do not reach the coordinator's
+   podIndex is invalid, naming ``spec.trainer.numNodes``.
 2. ``ttlSecondsAfterFinished``: the pods stay after the TrainJob completed, then go once the TTL
    passed; the TrainJob stays, still ``Complete``.
 3. ``volumeClaimPolicies``: the claims ``<template>-<tj>`` exist (the Delete one owned by the
@@ -44,7 +44,8 @@ def test_coordinator_and_group_keys_are_on_every_pod(
     rt = with_jobset("coord", coordinator={"replicatedJob": "node", "podIndex": 1})
     aux_pod = {"containers": [{"name": "aux", "image": "busybox"}], "restartPolicy": "Never"}
     aux = {"name": "aux", "groupName": "helpers", "replicas": 2}
-    aux["template"] = {"spec": {"template": {"spec": aux_pod}}}
+    # completions caps a Job's pods (one per completion index): 1 pod per Job, not 3.
+    aux["template"] = {"spec": {"parallelism": 3, "completions": 1, "template": {"spec": aux_pod}}}
     rt["spec"]["template"]["spec"]["replicatedJobs"].append(aux)
     with explained(op):
         tj.apply(rt)

@@ -23,6 +23,11 @@ Contract (pure):
   (JobSet's webhook refuses that runtime; Lattice keeps the pod's own volume);
   ``claim_manifests`` renders the PVCs (template labels plus ``jobset-name``; the
   ``MANAGED_LABEL``), split into owned and retained ones.
+- ``pods_per_job``: a Job's pods from its JobSpec, ``parallelism`` capped by ``completions``
+  (JobSet's default ``completionMode`` is Indexed: one pod per index, never more pods than
+  indexes); ``completions_problems``: a ``completions`` outside 1..parallelism, which would need
+  a second wave of pods (the Job controller starts later indexes as earlier ones succeed), is
+  the runtime's problem, naming the field. The jobs whose counts Trainer sets are exempt.
 """
 
 from __future__ import annotations
@@ -44,9 +49,11 @@ __all__ = [
     "claim_manifests",
     "claim_plans",
     "claim_problems",
+    "completions_problems",
     "coordinator_endpoint",
     "coordinator_problems",
     "group_meta",
+    "pods_per_job",
 ]
 
 Obj = dict[str, Any]
@@ -231,3 +238,36 @@ def claim_manifests(
         }
         (owned if claim.owned else retained).append(pvc)
     return tuple(owned), tuple(retained)
+
+
+# --------------------------------------------------------------------------- Job completions
+
+
+def pods_per_job(job_spec: Mapping[str, Any]) -> int:
+    """Pods of one Job of a replicatedJob Lattice sizes from its JobSpec: ``parallelism``
+    (default 1), at most ``completions`` (an Indexed Job never runs more pods than indexes)."""
+    pods = max(int(job_spec.get("parallelism") or 1), 1)
+    completions = job_spec.get("completions")
+    if isinstance(completions, int) and completions >= 1:
+        pods = min(pods, completions)
+    return pods
+
+
+def completions_problems(replicated_jobs: Sequence[Any], *, exempt: Sequence[str]) -> list[Problem]:
+    """A ``completions`` Lattice cannot run (module contract); ``exempt`` names the jobs whose
+    counts Trainer sets itself (the trainer's, MPI's launcher and node)."""
+    problems: list[Problem] = []
+    for i, rjob in enumerate(replicated_jobs):
+        spec = rjob.template.get("spec") or {}
+        completions = spec.get("completions")
+        if rjob.name in exempt or completions is None:
+            continue
+        parallelism = max(int(spec.get("parallelism") or 1), 1)
+        if not isinstance(completions, int) or not 1 <= completions <= parallelism:
+            why = (
+                f"must be between 1 and parallelism ({parallelism}), got {completions!r}: "
+                "Lattice runs each completion index of a Job at once, never a later wave"
+            )
+            field = f"spec.template.spec.replicatedJobs[{i}].template.spec.completions"
+            problems.append(Problem(field, why))
+    return problems

@@ -38,6 +38,10 @@ Contract (facts from Kubeflow Trainer v2.0.0 and JobSet v0.8; the plugin is ``tr
   is OpenMPI. The policy plugins' own checks (``trainjob_mlpolicies``) join the TrainJob's and
   the runtime's problems. torchtune's command keeps the immutable configs of the runtime's
   trainer ``node`` container's command (``torchtune.runtime_overrides``).
+- **JobSet fields on the pods** (``trainjob_jobset``): the ``coordinator``'s endpoint and its
+  checks (the runtime's problems make the TrainJob wait, a podIndex beyond its nodes makes it
+  invalid), each replicatedJob's ``groupName``, the ``volumeClaimPolicies`` claims and their
+  checks, ``ttlSecondsAfterFinished``, and a Job's pods capped by ``completions``.
 - **Lifecycle plans**: each replicatedJob's ``dependsOn`` (startupPolicy InOrder: each on the
   one before it, Ready), the JobSet ``failurePolicy``, and the ignored ``podGroupPolicy``.
 - ``runtime_hash`` fingerprints a runtime (kind, name, spec) as 16 hex digits, stable across key
@@ -80,8 +84,10 @@ from lattice.frameworks.trainjob_checks import (
 from lattice.frameworks.trainjob_jobset import (
     claim_plans,
     claim_problems,
+    completions_problems,
     coordinator_endpoint,
     coordinator_problems,
+    pods_per_job,
 )
 from lattice.frameworks.trainjob_mlpolicies import (
     runtime_node_resources,
@@ -276,6 +282,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         jobset.coordinator, plans=plans, scaled=scaled, min_nodes=lo, endpoint=endpoint
     )
     claims = claim_plans(jobset.volume_claim_policies, name=name)
+    at_runtime += completions_problems(jobset.replicated_jobs, exempt=(trainer, NODE, LAUNCHER))
     if at_runtime := at_runtime + claim_problems(claims, plans=plans):
         raise not_ready(where, at_runtime)
     problems += patch_problems(tj, names)
@@ -383,11 +390,14 @@ def _plan(
     spec.setdefault("restartPolicy", "OnFailure")
     pod["spec"] = spec
     single = step is not None or name in (trainer, NODE, LAUNCHER)
+    counted = name in (trainer, NODE, LAUNCHER)  # Trainer sets their parallelism itself
     return ReplicatedJobPlan(
         name=name,
         step=step,
         replicas=1 if single else max(rjob.replicas, 1),
-        parallelism=max(int(job_spec.get("parallelism") or 1), 1),
+        parallelism=max(int(job_spec.get("parallelism") or 1), 1)
+        if counted
+        else pods_per_job(job_spec),
         labels=dict(job_meta.get("labels") or {}),
         annotations=dict(job_meta.get("annotations") or {}),
         template=pod,

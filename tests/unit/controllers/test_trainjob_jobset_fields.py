@@ -2,7 +2,8 @@
 v0.12, Trainer v2.3): ``coordinator`` (the endpoint on every pod, and its checks),
 ``replicatedJobs[].groupName`` (the group keys), ``volumeClaimPolicies`` (claims created,
 mounted, owned or retained) and ``ttlSecondsAfterFinished`` (the children go, the TrainJob
-stays, on the injected clock and across an operator restart).
+stays, on the injected clock and across an operator restart), and a Job's ``completions``
+(its pods capped; a second wave refused).
 """
 
 from __future__ import annotations
@@ -208,6 +209,32 @@ def test_a_claim_no_container_mounts_makes_the_trainjob_wait() -> None:
         PLUGIN.parse(trainjob(), ctx(rt))
     assert "volumeClaimPolicies.templates[0].metadata.name" in caught.value.message
     assert "mounted by no container" in caught.value.message
+
+
+# --------------------------------------------------------------------------- completions
+
+
+def test_completions_cap_a_jobs_pods_and_the_trainer_job_ignores_them() -> None:
+    rt = runtime(
+        rjob("node", step="trainer", job_spec={"parallelism": 1, "completions": 1}),
+        rjob("side", job_spec={"parallelism": 3, "completions": 2}),
+    )
+    names = [p["metadata"]["name"] for p in pods(rt, size=4)]
+    assert names == ["tj-node-0-0", "tj-node-0-1", "tj-side-0-0", "tj-side-0-1"]
+
+
+@pytest.mark.parametrize("completions", [4, 0])
+def test_completions_beyond_parallelism_make_the_trainjob_wait(completions: int) -> None:
+    rt = runtime(
+        rjob("node", step="trainer"),
+        rjob("side", job_spec={"parallelism": 3, "completions": completions}),
+    )
+    with pytest.raises(RuntimeNotReady) as caught:
+        PLUGIN.parse(trainjob(), ctx(rt))
+    assert "spec.template.spec.replicatedJobs[1].template.spec.completions" in str(
+        caught.value.message
+    )
+    assert "between 1 and parallelism (3)" in caught.value.message
 
 
 # --------------------------------------------------------------------------- reconciler
