@@ -49,6 +49,7 @@ from lattice.kube.resources import (
     NODES,
     PODS,
     PRIORITY_CLASSES,
+    PVCS,
     SECRETS,
     SERVICES,
 )
@@ -167,7 +168,8 @@ class Operator:
             label_selector=MANAGED_LABEL,
             indexes={OWNER_INDEX: object_owner_index},
         )
-        # Other children (MPI hostfile ConfigMaps, ssh Secrets, launcher Jobs), ours by label.
+        # Other children (MPI hostfile ConfigMaps, ssh Secrets, launcher Jobs, a TrainJob's
+        # volumeClaimPolicies claims), ours by label.
         self.children = {
             res.kind: (
                 res,
@@ -180,7 +182,7 @@ class Operator:
                     indexes={OWNER_INDEX: raw_owner_index},
                 ),
             )
-            for res in (CONFIGMAPS, SECRETS, BATCH_JOBS)
+            for res in (CONFIGMAPS, SECRETS, BATCH_JOBS, PVCS)
         }
         self.recorder = EventRecorder(
             events_client if events_client is not None else client,

@@ -10,11 +10,13 @@ Contract:
   created, owned extras deleted (highest index first), nothing else restarted; ``keep`` names
   pods never deleted here (the failed ones being recreated). Children of a kind the reconciler
   does not watch are a plugin error (``TerminalError``). Two rounds, each concurrent: first what
-  pods consume (ConfigMaps, Secrets; a Secret that does not exist yet gets its generated
-  material), then the pods and batch Jobs. Services go in the first round only when there are
-  batch Jobs (an MPI launcher resolves its workers through them at once); pods do not need them
-  to exist (Kubeflow creates pods before Services), so otherwise they go with the pods and a
-  reconcile that starts a job costs one round trip, not two. An existing ConfigMap whose
+  pods consume (ConfigMaps, Secrets, PersistentVolumeClaims; a Secret that does not exist yet
+  gets its generated material; a claim without an ownerReference, a retained one, is only
+  created when the cache lacks its name, without expectations, ``AlreadyExists`` being success,
+  and never deleted), then the pods and batch Jobs. Services go in the first round only when
+  there are batch Jobs (an MPI launcher resolves its workers through them at once); pods do not
+  need them to exist (Kubeflow creates pods before Services), so otherwise they go with the pods
+  and a reconcile that starts a job costs one round trip, not two. An existing ConfigMap whose
   ``data`` differs is patched in place; an existing batch Job is suspended or resumed to match
   its desired ``spec.suspend`` (``lattice.controllers.batchjobs``: on resume its scheduling
   fields are re-synced), with the pods; a failed patch is an error of the step (retried).
@@ -41,16 +43,17 @@ from lattice.frameworks.base import (
     PinsInputs,
     StagesChildren,
 )
-from lattice.kube import KubeClient
+from lattice.kube import AlreadyExists, KubeClient, Resource
 from lattice.kube.resources import PODS, SERVICES
 from lattice.runtime.controller import TerminalError
 from lattice.runtime.events import ObjectRef
+from lattice.runtime.informer import Informer
 from lattice.runtime.projections import PodInfo
 
 __all__ = ["ChildRounds", "desired_children"]
 
 Obj = dict[str, Any]
-_INPUTS, _CONSUMERS = ("ConfigMap", "Secret"), ("Job",)
+_INPUTS, _CONSUMERS = ("ConfigMap", "Secret", "PersistentVolumeClaim"), ("Job",)
 
 
 def desired_children(
@@ -80,7 +83,7 @@ def desired_children(
 
 def _manifests(children: Children, kind: str) -> tuple[Obj, ...]:
     by_kind = {"ConfigMap": children.config_maps, "Secret": children.secrets}
-    by_kind["Job"] = children.jobs
+    by_kind.update(Job=children.jobs, PersistentVolumeClaim=children.claims)
     return by_kind[kind]
 
 
@@ -153,7 +156,7 @@ class ChildRounds:
             manifests = _manifests(children, child_kind)
             if child_kind not in self.owned.other_informers:
                 continue  # _check_watched: there are none
-            res = self.owned.other_informers[child_kind][0]
+            res, informer = self.owned.other_informers[child_kind]
             existing = {
                 key.partition("/")[2]: Existing(
                     key.partition("/")[2],
@@ -164,6 +167,10 @@ class ChildRounds:
                 for key, obj in others.items()
                 if key.startswith(f"{child_kind}/")
             }
+            if child_kind == "PersistentVolumeClaim":
+                retained = [m for m in manifests if not m["metadata"].get("ownerReferences")]
+                syncs.append(self._create_retained(ref, res, informer, retained))
+                manifests = tuple(m for m in manifests if m["metadata"].get("ownerReferences"))
             if child_kind == "Secret":
                 manifests = tuple(
                     m if m["metadata"]["name"] in existing else fill_generated(m) for m in manifests
@@ -178,6 +185,24 @@ class ChildRounds:
                 )
             )
         return syncs
+
+    async def _create_retained(
+        self, ref: ObjectRef, res: Resource, informer: Informer[Obj], manifests: Sequence[Obj]
+    ) -> SyncOutcome:
+        """Create each retained claim (no owner, so no expectations: the watch cannot map it
+        back to the job) the cache does not hold; ``AlreadyExists`` is success."""
+        out = SyncOutcome()
+        for manifest in manifests:
+            name = manifest["metadata"]["name"]
+            if informer.store.get(f"{ref.namespace}/{name}") is not None:
+                continue
+            try:
+                await self.client.create(res, manifest, namespace=ref.namespace)
+            except AlreadyExists:
+                continue
+            except Exception as exc:
+                out.errors.append(f"create {res.kind} {name}: {exc}")
+        return out
 
     async def _resync_jobs(self, ref: ObjectRef, children: Children, others: Obj) -> SyncOutcome:
         """Suspend or resume the existing batch Jobs to match the desired ones."""

@@ -244,6 +244,10 @@ class RunPolicyView:
     active_deadline_seconds: int | None = None
     backoff_limit: int | None = None
     service_cleanup: str = "All"  # All | WithPods | None
+    #: What ``ttl_seconds_after_finished`` deletes: None, the job itself (Kubeflow
+    #: ``runPolicy``); else the job's pods and Services and its owned children of these kinds
+    #: (JobSet's TTL: the JobSet and what it owns go, the TrainJob stays).
+    ttl_children: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -251,9 +255,11 @@ class Children:
     """The desired child objects of a job, as complete manifests.
 
     The reconciler creates what is missing and deletes owned objects no longer desired. Pods,
-    Services, Secrets and batch Jobs are never updated once created (a Secret holding generated
-    material is create-only); a ConfigMap whose ``data`` differs is updated in place (the MPI
-    hostfile follows the running workers).
+    Services, Secrets, claims and batch Jobs are never updated once created (a Secret holding
+    generated material is create-only); a ConfigMap whose ``data`` differs is updated in place
+    (the MPI hostfile follows the running workers). ``claims`` are PersistentVolumeClaims; one
+    without an ownerReference (a retained claim) counts as existing whenever the cache holds an
+    object of its name, and is never deleted.
     """
 
     pods: tuple[Obj, ...] = ()
@@ -261,6 +267,7 @@ class Children:
     config_maps: tuple[Obj, ...] = ()
     secrets: tuple[Obj, ...] = ()
     jobs: tuple[Obj, ...] = ()
+    claims: tuple[Obj, ...] = ()
 
 
 class ContainerView(Protocol):

@@ -18,17 +18,25 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
   (initializers last), the ``lattice.breezeml.ai/priority`` annotation, ``ctx.default_priority``.
   Suspended: ``spec.suspend``.
 - **Run policy.** cleanPodPolicy Running (JobSet deletes its active Jobs when it finishes and
-  keeps the finished ones); backoffLimit the smallest Job ``backoffLimit`` (default 6).
-- **Children** at size > 0 (none at 0): per non-initializer job ``r``, Job index ``j`` and pod
-  ``i``, the pod ``<tj>-<r>-<j>-<i>`` with that hostname, ``subdomain`` (network.subdomain, else
-  ``<tj>``; none when enableDNSHostnames is false), restartPolicy from the template (OnFailure by
-  default), ``JOB_COMPLETION_INDEX`` in every container, the operator's placement. Labels: the
-  JobSet-level, Job and pod template labels, then ``jobset.sigs.k8s.io/{jobset-name,
-  replicatedjob-name, replicatedjob-replicas, global-replicas, job-index, job-global-index,
-  job-key, restart-attempt}``, ``batch.kubernetes.io/job-completion-index`` and ``job-name``,
+  keeps the finished ones); backoffLimit the smallest Job ``backoffLimit`` (default 6). The
+  runtime's JobSet ``ttlSecondsAfterFinished``: that long after the TrainJob finished its pods,
+  Services and owned claims are deleted and the TrainJob stays (JobSet deletes itself, and
+  what it owns, and Trainer keeps the TrainJob); its ConfigMaps and Secrets stay, as upstream
+  (the TrainJob owns them there).
+- **Claims** at every size, waiting and suspended included (JobSet creates them with the
+  JobSet): the runtime's ``volumeClaimPolicies`` as PVCs ``<template>-<tj>``, owned unless
+  ``Retain`` (``trainjob_jobset``), mounted where a container mounts the template's name.
+- **Children** at size > 0 (none but the claims at 0): per non-initializer job ``r``, Job index
+  ``j`` and pod ``i``, the pod ``<tj>-<r>-<j>-<i>`` with that hostname, ``subdomain``
+  (network.subdomain, else ``<tj>``; none when enableDNSHostnames is false), restartPolicy from
+  the template (OnFailure by default), ``JOB_COMPLETION_INDEX`` in every container, the
+  operator's placement. Labels: the JobSet-level, Job and pod template labels, then
+  ``jobset.sigs.k8s.io/{jobset-name, replicatedjob-name, replicatedjob-replicas,
+  global-replicas, job-index, job-global-index, job-key, restart-attempt}``,
+  ``batch.kubernetes.io/job-completion-index`` and ``job-name``,
   ``training.kubeflow.org/{job-name, operator-name, replica-type, replica-index}`` and
-  ``MANAGED_LABEL``; annotations likewise with the jobset and completion-index keys. A controller
-  ownerReference on everything. One headless Service ``<subdomain>`` selecting
+  ``MANAGED_LABEL``; annotations likewise with the jobset and completion-index keys. A
+  controller ownerReference on everything. One headless Service ``<subdomain>`` selecting
   ``jobset-name=<tj>``, ``publishNotReadyAddresses`` from the runtime (default true).
 - **Torch** on the trainer container: ``PET_NNODES`` (numNodes, or ``min:max`` elastic),
   ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK`` (fieldRef to the completion-index annotation),
@@ -109,6 +117,7 @@ from lattice.frameworks.manifests import headless_service
 from lattice.frameworks.naming import object_meta
 from lattice.frameworks.policies.mpi import ssh_auth_secret
 from lattice.frameworks.trainjob_failures import current
+from lattice.frameworks.trainjob_jobset import claim_manifests
 from lattice.frameworks.trainjob_mlpolicies import policy_objects
 from lattice.frameworks.trainjob_plans import LAUNCHER, ReplicatedJobPlan, ResolvedJob
 from lattice.frameworks.trainjob_pods import (
@@ -155,6 +164,8 @@ Obj = dict[str, Any]
 #: The runtime fingerprint on the pin ConfigMap ``<tj>-runtime``.
 ANNOTATION_RUNTIME_HASH = "trainer.kubeflow.org/runtime-hash"
 _PIN_KEY = "runtime.json"
+#: The kind of the volumeClaimPolicies claims; the TTL deletes the owned ones (JobSet owns them).
+PVC_KIND = "PersistentVolumeClaim"
 
 
 class TrainJobPlugin(KubeflowStatus):
@@ -209,14 +220,20 @@ class TrainJobPlugin(KubeflowStatus):
         return RunPolicyView(
             clean_pod_policy="Running",
             active_deadline_seconds=job.trainjob.spec.active_deadline_seconds,
+            ttl_seconds_after_finished=job.ttl_seconds_after_finished,
+            ttl_children=None if job.ttl_seconds_after_finished is None else (PVC_KIND,),
         )
 
     # ----------------------------------------------------------------------- children
 
     def children(self, job: ResolvedJob, *, size: int, ctx: OperatorContext) -> Children:
-        if size <= 0:
-            return Children()
         owner = owner_of(job)
+        owned, retained = claim_manifests(
+            job.claims, name=job.name, namespace=job.namespace, owner=owner
+        )
+        claims = (*owned, *retained)
+        if size <= 0:
+            return Children(claims=claims)
         pods = build_pods(job, pod_slots(job, size, initializers=False), owner=owner, ctx=ctx)
         labels = {LABEL_JOBSET_NAME: job.name, MANAGED_LABEL: "true"}
         services: tuple[Obj, ...] = ()
@@ -253,6 +270,7 @@ class TrainJobPlugin(KubeflowStatus):
             services=services,
             config_maps=tuple(config_maps),
             secrets=tuple(secrets),
+            claims=claims,
         )
 
     def initializer_children(self, job: ResolvedJob, *, ctx: OperatorContext) -> Children:

@@ -32,6 +32,7 @@ __all__ = [
     "NODE",
     "RESERVED_TORCH_ENV",
     "STORAGE_URI",
+    "ClaimPlan",
     "FailurePolicyPlan",
     "FailureRule",
     "MPIPlan",
@@ -113,6 +114,19 @@ class FailurePolicyPlan:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimPlan:
+    """One PVC a JobSet ``volumeClaimPolicies`` template asks for: ``claim`` is its name,
+    ``owned`` whether the TrainJob owns it (``whenDeleted: Delete``)."""
+
+    template: str
+    claim: str
+    owned: bool
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    spec: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicatedJobPlan:
     """One replicatedJob after the merge: ``template`` is the pod template (overrides applied)."""
 
@@ -127,6 +141,8 @@ class ReplicatedJobPlan:
     #: ``(replicatedJob, Ready | Complete)`` that must be reached before this job's pods exist
     #: (``dependsOn``; startupPolicy InOrder makes each job depend on the one before it, Ready).
     depends_on: tuple[tuple[str, str], ...] = ()
+    #: The JobSet ``groupName`` (default ``default``): the pods' group labels.
+    group: str = "default"
 
     @property
     def initializer(self) -> bool:
@@ -167,6 +183,12 @@ class ResolvedJob:
     failure_policy: FailurePolicyPlan | None = None
     #: Fields accepted and ignored here: ``(field path, why)``, reported as Warning events.
     ignored: tuple[tuple[str, str], ...] = ()
+    #: The JobSet ``coordinator``'s endpoint (``trainjob_jobset.coordinator_endpoint``).
+    coordinator: str | None = None
+    #: The JobSet ``ttlSecondsAfterFinished``: the children go that long after the job finished.
+    ttl_seconds_after_finished: int | None = None
+    #: The JobSet ``volumeClaimPolicies`` templates (``trainjob_jobset.ClaimPlan``).
+    claims: tuple[ClaimPlan, ...] = ()
 
     @property
     def name(self) -> str:

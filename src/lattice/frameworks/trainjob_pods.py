@@ -7,8 +7,10 @@ Contract (pure; see ``lattice.frameworks.trainjob`` for the rules in full):
   replicatedJob taking what the fixed ones leave (``pod_counts``); ``full_size`` is the largest.
 - ``build_pods``: the pod manifests of slots: the runtime's template with the operator's
   placement, ``JOB_COMPLETION_INDEX``, the JobSet (``restart-attempt``: ``status.restarts``),
-  batch and Kubeflow labels and annotations, the initializer volume mounted where an
-  initializer writes, and the ML policies (``trainjob_mlpolicies.apply_policies``: torch, MPI,
+  batch and Kubeflow labels and annotations (with JobSet's group keys and, when the runtime
+  names one, the coordinator's endpoint: ``trainjob_jobset``), the ``volumeClaimPolicies``
+  claims the containers mount, the initializer volume mounted where an initializer writes, and
+  the ML policies (``trainjob_mlpolicies.apply_policies``: torch, MPI,
   JAX, XGBoost).
 - ``hostfile``: the MPI hostfile (OpenMPI format) over the node pods, the launcher first with
   runLauncherAsNode.
@@ -34,6 +36,7 @@ from lattice.frameworks.manifests import pod_manifest
 from lattice.frameworks.naming import job_owner
 from lattice.frameworks.podspec import with_placement
 from lattice.frameworks.policies import mpi
+from lattice.frameworks.trainjob_jobset import LABEL_COORDINATOR, add_claim_volumes, group_meta
 from lattice.frameworks.trainjob_mlpolicies import (
     INDEX_REF,
     LABEL_COMPLETION_INDEX,
@@ -169,7 +172,10 @@ def build_pods(
             f"{_JOBSET}job-key": key,
             f"{_JOBSET}job-global-index": str(offsets[r.name] + slot.job),
             LABEL_COMPLETION_INDEX: str(slot.index),
+            **group_meta(job.replicated_jobs, r, slot.job),
         }
+        if job.coordinator is not None:
+            jobset[LABEL_COORDINATOR] = job.coordinator
         tmeta = r.template.get("metadata") or {}
         ours = {
             **jobset,
@@ -202,6 +208,7 @@ def _spec(job: ResolvedJob, r: ReplicatedJobPlan) -> Obj:
     at = main_container(containers, r.step)
     main = containers[at] if at is not None else {}
     apply_policies(job, r, spec, main)
+    add_claim_volumes(spec, job.claims)
     if any(v.get("name") == INITIALIZER_VOLUME for v in spec.get("volumes") or ()):
         _mount_outputs(job, r, main)
     for field in ("initContainers", "containers"):

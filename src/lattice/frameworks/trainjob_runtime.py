@@ -38,6 +38,10 @@ Contract (facts from Kubeflow Trainer v2.0.0 and JobSet v0.8; the plugin is ``tr
   is OpenMPI. The policy plugins' own checks (``trainjob_mlpolicies``) join the TrainJob's and
   the runtime's problems. torchtune's command keeps the immutable configs of the runtime's
   trainer ``node`` container's command (``torchtune.runtime_overrides``).
+- **JobSet fields on the pods** (``trainjob_jobset``): the ``coordinator``'s endpoint and its
+  checks (the runtime's problems make the TrainJob wait, a podIndex beyond its nodes makes it
+  invalid), each replicatedJob's ``groupName``, the ``volumeClaimPolicies`` claims and their
+  checks, ``ttlSecondsAfterFinished``, and a Job's pods capped by ``completions``.
 - **Lifecycle plans**: each replicatedJob's ``dependsOn`` (startupPolicy InOrder: each on the
   one before it, Ready), the JobSet ``failurePolicy``, and the ignored ``podGroupPolicy``.
 - ``runtime_hash`` fingerprints a runtime (kind, name, spec) as 16 hex digits, stable across key
@@ -76,6 +80,14 @@ from lattice.frameworks.trainjob_checks import (
     not_ready,
     runtime_problems,
     steps,
+)
+from lattice.frameworks.trainjob_jobset import (
+    claim_plans,
+    claim_problems,
+    completions_problems,
+    coordinator_endpoint,
+    coordinator_problems,
+    pods_per_job,
 )
 from lattice.frameworks.trainjob_mlpolicies import (
     runtime_node_resources,
@@ -262,7 +274,18 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
             dataclasses.replace(p, depends_on=((plans[i - 1].name, "Ready"),) if i else ())
             for i, p in enumerate(plans)
         )
-    problems = patch_problems(tj, names)
+    jobset = spec.template.spec
+    name, network = tj.metadata.name or "", jobset.network
+    subdomain = (network.subdomain if network else None) or name
+    endpoint = coordinator_endpoint(jobset.coordinator, name=name, subdomain=subdomain)
+    at_runtime, problems = coordinator_problems(
+        jobset.coordinator, plans=plans, scaled=scaled, min_nodes=lo, endpoint=endpoint
+    )
+    claims = claim_plans(jobset.volume_claim_policies, name=name)
+    at_runtime += completions_problems(jobset.replicated_jobs, exempt=(trainer, NODE, LAUNCHER))
+    if at_runtime := at_runtime + claim_problems(claims, plans=plans):
+        raise not_ready(where, at_runtime)
+    problems += patch_problems(tj, names)
     problems += cross_problems(tj, plans=plans, torch=torch, mpi=mpi, scaled=scaled, max_nodes=hi)
     problems += trainjob_problems(tj, ml=ml, resources=resources)
     if problems:
@@ -273,8 +296,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         {**((meta.labels if meta else None) or {}), **(tj.spec.labels or {})},
         {**((meta.annotations if meta else None) or {}), **(tj.spec.annotations or {})},
     )
-    policy = spec.template.spec.success_policy
-    network = spec.template.spec.network
+    policy = jobset.success_policy
     return ResolvedJob(
         trainjob=tj,
         runtime_kind=ref.kind,
@@ -294,7 +316,7 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
             (policy.target_replicated_jobs if policy else None)
             or [p.name for p in plans if not p.initializer]
         ),
-        subdomain=(network.subdomain if network else None) or (tj.metadata.name or ""),
+        subdomain=subdomain,
         dns_hostnames=not (network is not None and network.enable_dns_hostnames is False),
         publish_not_ready=not (
             network is not None and network.publish_not_ready_addresses is False
@@ -303,6 +325,9 @@ def _merge(tj: TrainJob, raw: Mapping[str, Any], ctx: OperatorContext) -> Resolv
         node_resources=resources,
         failure_policy=failure_policy(spec.template.spec.failure_policy),
         ignored=ignored_fields(spec),
+        coordinator=endpoint,
+        ttl_seconds_after_finished=jobset.ttl_seconds_after_finished,
+        claims=claims,
     )
 
 
@@ -365,16 +390,20 @@ def _plan(
     spec.setdefault("restartPolicy", "OnFailure")
     pod["spec"] = spec
     single = step is not None or name in (trainer, NODE, LAUNCHER)
+    counted = name in (trainer, NODE, LAUNCHER)  # Trainer sets their parallelism itself
     return ReplicatedJobPlan(
         name=name,
         step=step,
         replicas=1 if single else max(rjob.replicas, 1),
-        parallelism=max(int(job_spec.get("parallelism") or 1), 1),
+        parallelism=max(int(job_spec.get("parallelism") or 1), 1)
+        if counted
+        else pods_per_job(job_spec),
         labels=dict(job_meta.get("labels") or {}),
         annotations=dict(job_meta.get("annotations") or {}),
         template=pod,
         backoff_limit=int(job_spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)),
         depends_on=tuple((d.name, d.status.value) for d in rjob.depends_on or ()),
+        group=rjob.group_name,
     )
 
 

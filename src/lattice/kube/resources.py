@@ -15,6 +15,7 @@ __all__ = [
     "NODES",
     "PODS",
     "PRIORITY_CLASSES",
+    "PVCS",
     "SECRETS",
     "SELF_SUBJECT_REVIEWS",
     "SERVICES",
@@ -26,6 +27,7 @@ PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 SECRETS = Resource("", "v1", "secrets", "Secret")
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job")

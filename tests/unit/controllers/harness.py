@@ -33,7 +33,7 @@ from lattice.clock import FakeClock, yield_now
 from lattice.controllers.job import JobReconciler
 from lattice.frameworks.base import JobPlugin, OperatorContext
 from lattice.kube import Conflict
-from lattice.kube.resources import BATCH_JOBS, CONFIGMAPS, PODS, SECRETS, SERVICES, Resource
+from lattice.kube.resources import BATCH_JOBS, CONFIGMAPS, PODS, PVCS, SECRETS, SERVICES, Resource
 from lattice.primitives.times import format_time
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
@@ -134,7 +134,7 @@ class World:
                     res, transform=strip_managed_fields, indexes={OWNER_INDEX: raw_owner_index}
                 ),
             )
-            for res in (CONFIGMAPS, SECRETS, BATCH_JOBS)
+            for res in (CONFIGMAPS, SECRETS, BATCH_JOBS, PVCS)
         }
         self.informers: dict[str, Informer[Any]] = {
             self.res.plural: self.jobs,

@@ -119,7 +119,12 @@ def _contexts(runtimes: Mapping[str, Obj]) -> dict[str, OperatorContext]:
 
 
 def _children(children: Children) -> Obj:
-    return {f.name: list(getattr(children, f.name)) for f in dataclasses.fields(children)}
+    # ``claims`` only when there are some: the digests of jobs without claims stay as they were.
+    return {
+        f.name: list(getattr(children, f.name))
+        for f in dataclasses.fields(children)
+        if f.name != "claims" or children.claims
+    }
 
 
 def _running(children: Children) -> list[Any]:

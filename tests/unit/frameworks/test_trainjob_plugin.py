@@ -196,6 +196,10 @@ def test_torch_example_pods_are_named_addressed_and_labelled_as_jobset_would() -
         "jobset.sigs.k8s.io/job-key": "b2cc6768dece0c5fc26695a8e3d7624e4a14feae",
         "jobset.sigs.k8s.io/job-global-index": "0",
         "batch.kubernetes.io/job-completion-index": "1",
+        # JobSet's group keys: every replicatedJob is in group "default" unless it names one.
+        "jobset.sigs.k8s.io/group-name": "default",
+        "jobset.sigs.k8s.io/group-replicas": "1",
+        "jobset.sigs.k8s.io/job-group-index": "0",
     }
     assert second["labels"] == {
         "trainer.kubeflow.org/trainjob-ancestor-step": "trainer",
