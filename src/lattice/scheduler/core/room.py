@@ -307,11 +307,8 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     ):
         return True
     # The prefix was not enough after all (pods that fit alone do not fit together): go on
-    # one step at a time, trying the gang after each. Any pod of the gang may now lack room,
-    # not only the scarce ones (a scarce pod may take the node another one fitted on), so
-    # every holder where any of them may go is a candidate again, in release order. The
-    # prefix's pods released on paper only are released for real first: the gang is tried
-    # again on them before anything more is taken.
+    # one step at a time, trying the gang after each. The prefix's pods released on paper only
+    # are released for real first, and the gang tried again on them before anything more.
     kept = any(True in r.kept for r in released)
     for r in released:
         r.release_kept(cluster)
@@ -319,12 +316,17 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
         s, todo=todo, demands=demands, cluster=cluster, released=released, holders=holders
     ):
         return True
-    whole = ReleaseProbe(cluster, demands, s.exclude, every=True)
-    for h, start in _candidates(
-        s, holders, key, minimums=minimums, classes=whole.classes(), cluster=cluster, remember=False
-    ):
-        if len(h.placed) <= start or not any(map(whole.usable, h.placed[start:])):
-            continue
+    rest = _fallback(
+        s,
+        holders,
+        cluster=cluster,
+        demands=demands,
+        key=key,
+        candidates=candidates,
+        usable=usable,
+        minimums=minimums,
+    )
+    for h, start in rest:
         released.append(_take(h, cluster, start, _always))
         if _place_gang(
             s, todo=todo, demands=demands, cluster=cluster, released=released, holders=holders
@@ -333,6 +335,33 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     for r in reversed(released):
         _give_back(r.h, cluster, r, check=False)
     return False
+
+
+def _fallback(
+    s: JobState,
+    holders: Holders,
+    *,
+    cluster: Cluster,
+    demands: Sequence[PodDemand],
+    key: OrderKey,
+    candidates: Iterator[tuple[JobState, int]],
+    usable: Callable[[str], bool],
+    minimums: bool,
+) -> Iterator[tuple[JobState, int]]:
+    """The holders :func:`make_room` takes one at a time once its dry run's prefix proved not
+    enough: the rest of its candidates with pods where a scarce pod may go, then, in release
+    order again, those with pods where any pod of the gang may go (a scarce pod may take the
+    node another one fitted on, which then needs room elsewhere)."""
+    for h, start in candidates:
+        if len(h.placed) > start and any(map(usable, h.placed[start:])):
+            yield h, start
+    whole = ReleaseProbe(cluster, demands, s.exclude, every=True)
+    # Asked while pods are released: not remembered (see Holders.relevant).
+    for h, start in _candidates(
+        s, holders, key, minimums=minimums, classes=whole.classes(), cluster=cluster, remember=False
+    ):
+        if len(h.placed) > start and any(map(whole.usable, h.placed[start:])):
+            yield h, start
 
 
 def _always(node: str) -> bool:
