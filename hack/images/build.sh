@@ -30,10 +30,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+# rootfs, MIRROR and SUITE (bookworm)
+# shellcheck source=hack/images/lib.sh
+source "$here/lib.sh"
 CACHE=${LATTICE_IMAGE_CACHE:-$HOME/.cache/lattice/images}
 L=$CACHE/oci
-MIRROR=${LATTICE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-SUITE=bookworm
 TORCH_TAG=2.7.1-cuda12.8-cudnn9-runtime
 push=0
 log() { printf '[images] %s\n' "$*" >&2; }
@@ -62,20 +63,6 @@ recipe_hash() {
       if [ -e "$p" ]; then find "$p" -type f -print0 | sort -z | xargs -0 sha256sum; else echo "$p"; fi
     done
   } | sha256sum | cut -c1-16
-}
-
-# rootfs PKGS OUT.tar [mmdebstrap hooks...]: a minbase bookworm rootfs; .debs are cached.
-rootfs() {
-  local pkgs=$1 out=$2; shift 2
-  mmdebstrap --quiet --variant=minbase --aptopt='APT::Install-Recommends "false"' \
-    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-    --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-    --setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
-    --setup-hook="sync-in $CACHE/apt /var/cache/apt/archives/" \
-    --essential-hook="sync-out /var/cache/apt/archives $CACHE/apt" \
-    --customize-hook="sync-out /var/cache/apt/archives $CACHE/apt" \
-    --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/archives/*.deb' \
-    --include="$pkgs" "$@" "$SUITE" "$out" "$MIRROR"
 }
 
 # new_image TAG ROOTFS.tar: an image of one layer.

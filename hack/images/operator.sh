@@ -27,8 +27,10 @@ set -euo pipefail
 shopt -s inherit_errexit
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+# rootfs, MIRROR and SUITE (bookworm)
+# shellcheck source=hack/images/lib.sh
+source "$here/lib.sh"
 CACHE=${LATTICE_IMAGE_CACHE:-$HOME/.cache/lattice/images}
-MIRROR=${LATTICE_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 REPO_NAME=ghcr.io/breezeml/lattice-operator
 APP_VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$repo/deploy/helm/lattice-operator/Chart.yaml")
 NAMES=("$REPO_NAME:latest" "$REPO_NAME:$APP_VERSION")
@@ -51,26 +53,19 @@ hash_of() { # files or directories -> a short content hash
     | sed "s| $repo/| |" | sha256sum | cut -c1-16
 }
 
-# The base: python3 and pip from Debian bookworm, as one layer.
+# The base: python3 and pip from Debian $SUITE, as one layer.
 build_base() {
-  local tag; tag=$(printf '%s\n' "$PKGS_BASE" "$(declare -f build_base)" | sha256sum | cut -c1-16)
+  local tag
+  tag=$(printf '%s\n' "$PKGS_BASE" "$SUITE" "$(declare -f build_base rootfs)" | sha256sum | cut -c1-16)
   if ! has_image "$BASE:$tag"; then
-    log "base $BASE:$tag: mmdebstrap bookworm ($PKGS_BASE)"
-    mmdebstrap --quiet --variant=minbase --aptopt='APT::Install-Recommends "false"' \
-      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
-      --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
-      --setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
-      --setup-hook="sync-in $CACHE/apt /var/cache/apt/archives/" \
-      --essential-hook="sync-out /var/cache/apt/archives $CACHE/apt" \
-      --customize-hook="sync-out /var/cache/apt/archives $CACHE/apt" \
-      --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/archives/*.deb' \
+    log "base $BASE:$tag: mmdebstrap $SUITE ($PKGS_BASE)"
+    rootfs "$PKGS_BASE" "$work/rootfs.tar" \
       --customize-hook='rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED' \
-      --customize-hook='ln -sf python3 "$1"/usr/bin/python' \
-      --include="$PKGS_BASE" bookworm "$work/rootfs.tar" "$MIRROR"
+      --customize-hook='ln -sf python3 "$1"/usr/bin/python'
     local c; c=$("${B[@]}" from --pull-never scratch)
     "${B[@]}" add --quiet "$c" "$work/rootfs.tar" / >/dev/null
     "${B[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-      --env LANG=C.UTF-8 --cmd python3 --created-by "mmdebstrap bookworm $PKGS_BASE" "$c"
+      --env LANG=C.UTF-8 --cmd python3 --created-by "mmdebstrap $SUITE $PKGS_BASE" "$c"
     "${B[@]}" commit --quiet --rm "$c" "$BASE:$tag" >/dev/null
     rm -f "$work/rootfs.tar"
   fi

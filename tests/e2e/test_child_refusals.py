@@ -31,6 +31,7 @@ from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_kubectl_plugin import kubectl_lattice
 from tests.e2e.test_mpijob import Watch
 from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.apply import apply_and_wait
 from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
@@ -288,10 +289,11 @@ def test_a_pod_the_apiserver_rejects_as_invalid_makes_the_job_wrong(
     with explained(op):
         bad = trainingjob("bad", gpus=4)
         _pod_spec(bad)["containers"][0]["env"] = [{"name": "A", "valueFrom": {}}]
-        world.apply(bad)
-        status = wait_for(
-            lambda: dict(world.jobs()["bad"].get("status") or {}),
-            lambda s: s.get("stage") in ("Wrong", "Completed"),
+        status = apply_and_wait(
+            crds_installed,
+            bad,
+            namespace=namespace,
+            until=lambda s: s.get("stage") in ("Wrong", "Completed"),
             timeout=TIMEOUT,
             what="bad is given up",
         )
@@ -311,14 +313,15 @@ def test_a_priority_beyond_the_cap_is_refused_naming_the_field(
     with explained(op):
         manifest = _mpijob("huge", worker_gpus=1)
         manifest["metadata"]["annotations"] = {"lattice.breezeml.ai/priority": str(2**40)}
-        crds_installed.apply(manifest, namespace=namespace)
-        obj = wait_for(
-            lambda: crds_installed.get_json("mpijob", "huge", "-n", namespace),
-            lambda o: ((o.get("status") or {}).get("lattice") or {}).get("stage") == "Wrong",
+        status = apply_and_wait(
+            crds_installed,
+            manifest,
+            namespace=namespace,
+            until=lambda s: (s.get("lattice") or {}).get("stage") == "Wrong",
             timeout=TIMEOUT,
             what="huge is Wrong",
         )
-        message = obj["status"]["lattice"]["message"]
+        message = status["lattice"]["message"]
         assert "metadata.annotations[lattice.breezeml.ai/priority]" in message, message
         assert "1000000000" in message, message
         assert not crds_installed.exists("pods", "huge-worker-0", "-n", namespace)

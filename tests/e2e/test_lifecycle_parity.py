@@ -19,6 +19,7 @@ from typing import Any
 from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, finishing, mpijob
 from tests.e2e.test_mxjob import mxjob
+from tests.support.apply import apply_and_wait
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
@@ -181,10 +182,11 @@ def test_an_invalid_job_shows_why_and_runs_once_fixed(
         bad["spec"]["mxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = (
             "main"
         )
-        mx.apply(bad)
-        status = mx.wait(
-            "fixme",
-            lambda s: (
+        status = apply_and_wait(
+            mx.cluster,
+            bad,
+            namespace=mx.ns,
+            until=lambda s: (
                 (s.get("lattice") or {}).get("stage") == "Wrong"
                 and any(c.get("type") == "Created" for c in s.get("conditions") or [])
             ),

@@ -30,6 +30,7 @@ import pytest
 from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_lifecycle import metrics_of, sample, samples
 from tests.e2e.test_trainingjob_scheduling import GPU
+from tests.support.apply import apply_and_wait
 from tests.support.cluster import REPO, Cluster
 from tests.support.wait import wait_for
 
@@ -560,10 +561,11 @@ def test_suspended_mpijob_creates_nothing_until_resumed(
     op: OperatorProcess = operator(*FLAGS)
     mpi = Kubeflow(crds_installed, namespace, "mpijobs", "MPIJob")
     with explained(op):
-        mpi.apply(mpijob("nap", run_policy={"suspend": True}))
-        status = mpi.wait(
-            "nap",
-            lambda s: (
+        status = apply_and_wait(
+            crds_installed,
+            mpijob("nap", run_policy={"suspend": True}),
+            namespace=namespace,
+            until=lambda s: (
                 (s.get("lattice") or {}).get("stage") == "Waiting"
                 and any(c["type"] == "Suspended" for c in s.get("conditions") or [])
             ),

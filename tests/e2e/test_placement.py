@@ -31,6 +31,7 @@ import pytest
 from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, Watch, finishing, mpijob
 from tests.e2e.test_trainingjob_scheduling import GPU, World
+from tests.support.apply import apply_and_wait
 from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
@@ -154,18 +155,14 @@ def test_a_full_pool_keeps_the_job_waiting_with_no_pod_and_a_reason(
             )
         )
         wait_running(mpi, "fill", 3)
-        mpi.apply(
-            mpijob(
-                "late",
-                workers=1,
-                gpus=4,
-                worker_node_selector=in_a,
-                launcher_annotations=LONG_LAUNCHER,
-            )
+        late = mpijob(
+            "late", workers=1, gpus=4, worker_node_selector=in_a, launcher_annotations=LONG_LAUNCHER
         )
-        status = mpi.wait(
-            "late",
-            lambda s: "pool=a" in str((s.get("lattice") or {}).get("lastDecision") or ""),
+        status = apply_and_wait(
+            crds_installed,
+            late,
+            namespace=namespace,
+            until=lambda s: "pool=a" in str((s.get("lattice") or {}).get("lastDecision") or ""),
             what="late's lastDecision names the constraint pool=a",
         )
         block = status["lattice"]

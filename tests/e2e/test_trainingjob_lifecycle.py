@@ -32,6 +32,7 @@ from lattice.clock import RealClock
 from lattice.primitives.times import parse_time
 from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_scheduling import GPU, STEP_TIMEOUT, World
+from tests.support.apply import apply_and_wait
 from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
@@ -164,9 +165,12 @@ def test_invalid_container_name_is_wrong(
     job = trainingjob("bad", min_size=1, max_size=2)
     job["spec"]["replicaSpecs"]["template"]["spec"]["containers"][0]["name"] = "main"
     with explained(op):
-        world.apply(job)
-        status = wait_status(
-            world, "bad", lambda s: s.get("stage") == "Wrong", what="bad is marked Wrong"
+        status = apply_and_wait(
+            world.cluster,
+            job,
+            namespace=namespace,
+            until=lambda s: s.get("stage") == "Wrong",
+            what="bad is marked Wrong",
         )
         assert status["reason"] == "InvalidSpec"
         field = "spec.replicaSpecs.template.spec.containers[0].name"
@@ -200,21 +204,19 @@ def test_worker_exit_code_fails_job_and_frees_capacity(
     op: OperatorProcess = operator(*GPU_FLAGS)
     world = World(crds_installed, namespace)
     with explained(op):
-        world.apply(
-            trainingjob("crash", min_size=4, max_size=4, pod_annotations=finishing(1, "4s"))
-        )
         # The scheduler's decision, before the pods run (their 4 s have not started yet).
-        wait_status(
-            world,
-            "crash",
-            lambda s: (s.get("stage"), s.get("currentSize")) == ("Running", 4),
+        apply_and_wait(
+            world.cluster,
+            trainingjob("crash", min_size=4, max_size=4, pod_annotations=finishing(1, "4s")),
+            namespace=namespace,
+            until=lambda s: (s.get("stage"), s.get("currentSize")) == ("Running", 4),
             what="crash is admitted with 4",
         )
-        world.apply(trainingjob("later", min_size=2, max_size=4))
-        wait_status(
-            world,
-            "later",
-            lambda s: s.get("stage") == "Waiting",
+        apply_and_wait(
+            world.cluster,
+            trainingjob("later", min_size=2, max_size=4),
+            namespace=namespace,
+            until=lambda s: s.get("stage") == "Waiting",
             what="later waits behind crash",
         )
 
@@ -287,13 +289,17 @@ def test_ttl_deletes_finished_job(
     op: OperatorProcess = operator(*GPU_FLAGS)
     world = World(crds_installed, namespace)
     with explained(op):
-        world.apply(
-            with_run_policy(
-                trainingjob("brief", min_size=1, max_size=1, pod_annotations=finishing(0, "1s")),
-                ttlSecondsAfterFinished=2,
-            )
+        brief = with_run_policy(
+            trainingjob("brief", min_size=1, max_size=1, pod_annotations=finishing(0, "1s")),
+            ttlSecondsAfterFinished=2,
         )
-        status = wait_status(world, "brief", finished("Succeeded"), what="brief completes")
+        status = apply_and_wait(
+            world.cluster,
+            brief,
+            namespace=namespace,
+            until=finished("Succeeded"),
+            what="brief completes",
+        )
         completed = parse_time(status["completionTime"])
         wait_for(
             lambda: "brief" in world.jobs(),
@@ -419,11 +425,11 @@ def test_suspend_and_resume(
     op: OperatorProcess = operator(*GPU_FLAGS)
     world = World(crds_installed, namespace)
     with explained(op):
-        world.apply(with_run_policy(trainingjob("nap", min_size=2, max_size=2), suspend=True))
-        status = wait_status(
-            world,
-            "nap",
-            lambda s: (
+        status = apply_and_wait(
+            world.cluster,
+            with_run_policy(trainingjob("nap", min_size=2, max_size=2), suspend=True),
+            namespace=namespace,
+            until=lambda s: (
                 s.get("stage") == "Waiting"
                 and conditions(s).get("Suspended", {}).get("status") == "True"
             ),

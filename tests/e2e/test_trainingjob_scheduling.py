@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.e2e.conftest import OperatorProcess, Pool, explained
+from tests.support.apply import apply_and_wait
 from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
@@ -197,12 +198,11 @@ def test_a_job_no_node_matches_waits_with_no_pod_and_says_why(
     op: OperatorProcess = operator(f"--scheduling-unit={GPU}", "--resize-interval=0")
     world = World(crds_installed, namespace)
     with explained(op):
-        world.apply(
-            trainingjob("stuck", min_size=1, max_size=2, node_selector={"no-such-node": "x"})
-        )
-        waiting = wait_for(
-            lambda: dict(world.jobs()["stuck"].get("status") or {}),
-            lambda s: "no-such-node=x" in str(s.get("lastDecision")),
+        waiting = apply_and_wait(
+            crds_installed,
+            trainingjob("stuck", min_size=1, max_size=2, node_selector={"no-such-node": "x"}),
+            namespace=namespace,
+            until=lambda s: "no-such-node=x" in str(s.get("lastDecision")),
             timeout=STEP_TIMEOUT,
             what="stuck waits, naming the selector no node matches",
         )

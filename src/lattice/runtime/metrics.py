@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
+from lattice.scheduler.core import PreemptionCause, WaitReason
+
 __all__ = [
     "ADMISSION_WAIT_BUCKETS",
     "EVICTION_REASONS",
@@ -39,11 +41,19 @@ ADMISSION_WAIT_BUCKETS = (
     1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0,
     28800.0, 86400.0,
 )  # fmt: skip
-#: ``reason`` values of ``lattice_preempted_jobs_total`` (``waitreason.PreemptionCause``).
-PREEMPTION_REASONS = ("HigherPriority", "LeastAttainedService", "EarlierInQueue")
+#: ``reason`` values of ``lattice_preempted_jobs_total``: every ``PreemptionCause``.
+PREEMPTION_REASONS = tuple(cause.value for cause in PreemptionCause)
 #: ``reason`` values of ``lattice_evicted_jobs_total`` pre-initialised (the stopping decision's
 #: wait reason code; another code, e.g. InvalidSpec, appears when it happens).
-EVICTION_REASONS = ("Preempted", "PodsPendingTimeout", "RequeueLimitExceeded", "Suspended")
+EVICTION_REASONS = tuple(
+    reason.value
+    for reason in (
+        WaitReason.PREEMPTED,
+        WaitReason.PODS_PENDING_TIMEOUT,
+        WaitReason.REQUEUE_LIMIT_EXCEEDED,
+        WaitReason.SUSPENDED,
+    )
+)
 
 #: The ``framework`` label values of training_operator_jobs_* per kind.
 FRAMEWORKS: dict[str, str] = {

@@ -4,9 +4,10 @@ Contract (internal to the core): a :class:`ReleaseProbe` is made for one gang on
 :class:`~lattice.scheduler.core.placement.Cluster` and never changes that cluster. It starts
 from :meth:`Cluster.fit_count` for each distinct demand of the gang (each node taken alone)
 and the cluster's free totals. Its *scarce* demands are those with fewer pods fitting than the
-gang has of them (all of them when none is short); releases only add room, so the others stay
-satisfied. :meth:`ReleaseProbe.add` overlays the release of some placed pods (node, demand)
-and updates the totals and the scarce demands' counts, on the touched nodes only.
+gang has of them (all of them when none is short, or when it is made with ``every``); releases
+only add room, so the others stay satisfied, each taken alone. :meth:`ReleaseProbe.add`
+overlays the release of some placed pods (node, demand) and updates the totals and the scarce
+demands' counts, on the touched nodes only.
 :meth:`ReleaseProbe.enough` is a necessary condition for the gang to be placeable after those
 releases: for every scarce demand as many pods fit as the gang has of it, and the totals hold
 the gang's sum. :meth:`ReleaseProbe.usable` and :meth:`ReleaseProbe.fits_after` speak of the
@@ -43,14 +44,19 @@ class ReleaseProbe:
     )
 
     def __init__(
-        self, cluster: Cluster, demands: Sequence[PodDemand], exclude: frozenset[int]
+        self,
+        cluster: Cluster,
+        demands: Sequence[PodDemand],
+        exclude: frozenset[int],
+        *,
+        every: bool = False,
     ) -> None:
         self._cluster = cluster
         self._exclude = exclude
         wanted = Counter(demands)
         room = {d: cluster.fit_count(d, exclude) for d in wanted}
         short = {d: n for d, n in wanted.items() if room[d] < n}
-        self.scarce: dict[PodDemand, int] = short or dict(wanted)
+        self.scarce: dict[PodDemand, int] = short if short and not every else dict(wanted)
         self.room = {d: room[d] for d in self.scarce}
         self._gain: dict[int, list[int]] = {}
         self._pods_off: dict[int, int] = {}

@@ -20,6 +20,8 @@ Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.
   (the probe) until its necessary condition holds; none do: nothing changes. Then pods are
   released for real only on nodes where a scarce pod then fits, or that are over-committed:
   elsewhere the gang's placement is the same and every pod would be given back, so they stay.
+  When the gang still does not fit together, holders are then released one at a time where any
+  pod of the gang may go (a scarce pod may have pushed another off the node it fitted on).
 - :func:`release_from` releases a job's pods from an index up, highest index first.
 """
 
@@ -214,9 +216,11 @@ class Holders:
         self._relevant: dict[frozenset[int], tuple[list[JobState], list[JobState]]] = {}
 
     def relevant(
-        self, classes: frozenset[int], cluster: Cluster
+        self, classes: frozenset[int], cluster: Cluster, *, remember: bool = True
     ) -> tuple[list[JobState], list[JobState]]:
-        """The holders with pods in ``classes`` (all, and those with growth), in order."""
+        """The holders with pods in ``classes`` (all, and those with growth), in order; not
+        ``remember``: not kept for later calls (asked while pods are released for a while,
+        when a holder's growth is missing that may be given back)."""
         if self._classes is None:
             self._classes = {id(h): cluster.classes_of(h.placed) for h in self.all}
         hit = self._relevant.get(classes)
@@ -224,7 +228,8 @@ class Holders:
             of = self._classes
             found = [h for h in self.all if not of[id(h)].isdisjoint(classes)]
             hit = (found, [h for h in found if len(h.placed) > h.view.min_size])
-            self._relevant[classes] = hit
+            if remember:
+                self._relevant[classes] = hit
         return hit
 
     def note(self, s: JobState, cluster: Cluster) -> None:
@@ -302,12 +307,26 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     ):
         return True
     # The prefix was not enough after all (pods that fit alone do not fit together): go on
-    # one step at a time, trying the gang after each.
+    # one step at a time, trying the gang after each. The prefix's pods released on paper only
+    # are released for real first, and the gang tried again on them before anything more.
+    kept = any(True in r.kept for r in released)
     for r in released:
         r.release_kept(cluster)
-    for h, start in candidates:
-        if len(h.placed) <= start or not any(map(usable, h.placed[start:])):
-            continue
+    if kept and _place_gang(
+        s, todo=todo, demands=demands, cluster=cluster, released=released, holders=holders
+    ):
+        return True
+    rest = _fallback(
+        s,
+        holders,
+        cluster=cluster,
+        demands=demands,
+        key=key,
+        candidates=candidates,
+        usable=usable,
+        minimums=minimums,
+    )
+    for h, start in rest:
         released.append(_take(h, cluster, start, _always))
         if _place_gang(
             s, todo=todo, demands=demands, cluster=cluster, released=released, holders=holders
@@ -316,6 +335,33 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     for r in reversed(released):
         _give_back(r.h, cluster, r, check=False)
     return False
+
+
+def _fallback(
+    s: JobState,
+    holders: Holders,
+    *,
+    cluster: Cluster,
+    demands: Sequence[PodDemand],
+    key: OrderKey,
+    candidates: Iterator[tuple[JobState, int]],
+    usable: Callable[[str], bool],
+    minimums: bool,
+) -> Iterator[tuple[JobState, int]]:
+    """The holders :func:`make_room` takes one at a time once its dry run's prefix proved not
+    enough: the rest of its candidates with pods where a scarce pod may go, then, in release
+    order again, those with pods where any pod of the gang may go (a scarce pod may take the
+    node another one fitted on, which then needs room elsewhere)."""
+    for h, start in candidates:
+        if len(h.placed) > start and any(map(usable, h.placed[start:])):
+            yield h, start
+    whole = ReleaseProbe(cluster, demands, s.exclude, every=True)
+    # Asked while pods are released: not remembered (see Holders.relevant).
+    for h, start in _candidates(
+        s, holders, key, minimums=minimums, classes=whole.classes(), cluster=cluster, remember=False
+    ):
+        if len(h.placed) > start and any(map(whole.usable, h.placed[start:])):
+            yield h, start
 
 
 def _always(node: str) -> bool:
@@ -348,10 +394,11 @@ def _candidates(
     minimums: bool,
     classes: frozenset[int],
     cluster: Cluster,
+    remember: bool = True,
 ) -> Iterator[tuple[JobState, int]]:
     """The holders ``s`` may take from, in release order, with the index they release from:
     only those with pods in ``classes`` (elsewhere nothing helps ``s``)."""
-    everyone, growers = holders.relevant(classes, cluster)
+    everyone, growers = holders.relevant(classes, cluster, remember=remember)
     for h in reversed(growers):
         floor = growth_floor(h)
         if h is not s and len(h.placed) > floor:
