@@ -100,12 +100,19 @@ class _Run:
     # Rigid jobs: the work left at the last checkpoint, and the run time since then.
     ckpt_remaining: float = field(init=False)
     run_since_ckpt: float = 0.0
+    #: The speedup at ``size`` (kept by :meth:`resize`).
+    rate: float = field(init=False)
 
     def __post_init__(self) -> None:
         self.remaining = self.ckpt_remaining = self.job.work
+        self.rate = self.job.model.speedup(self.size)
+
+    def resize(self, size: int) -> None:
+        self.size = size
+        self.rate = self.job.model.speedup(size)
 
     def finish_at(self, now: float) -> float:
-        rate = self.job.model.speedup(self.size)
+        rate = self.rate
         if rate <= 0:
             return math.inf
         return max(now, self.restart_until) + self.remaining / rate
@@ -115,7 +122,7 @@ class _Run:
         eff = min(nxt - max(t, self.restart_until), nxt - t)
         if eff <= 0:
             return
-        rate = self.job.model.speedup(self.size)
+        rate = self.rate
         self.remaining -= rate * eff
         interval = self.job.checkpoint
         if interval is not None and self.job.rigid:
@@ -132,7 +139,7 @@ class _Run:
         if not self.job.rigid:
             return
         lost = max(0.0, self.ckpt_remaining - self.remaining)
-        rate = self.job.model.speedup(self.size)
+        rate = self.rate
         if rate > 0:
             self.lost += lost / rate * self.size
         self.remaining = self.ckpt_remaining
@@ -228,7 +235,7 @@ def simulate(
             else:
                 running[key] = r
             used += new - r.size
-            r.size = new
+            r.resize(new)
         if timeline:
             points.append((t, used, len(active) - len(running)))
     for key, r in active.items():

@@ -95,7 +95,7 @@ from lattice.scheduler.core.room import (
     place_missing,
     release_from,
 )
-from lattice.scheduler.core.state import JobState, to_decision
+from lattice.scheduler.core.state import JobState, changed_fields, to_decision
 from lattice.scheduler.core.steps import cooldown_for, grow, prepare
 from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
 
@@ -119,7 +119,7 @@ class _Pass:
         self.las = config.strategy == Strategy.LEAST_ATTAINED_SERVICE
         self.strict = config.strategy == Strategy.STRICT_FIFO
         # The quiet jobs in order (kept across passes), and the others' working states.
-        self.q, others = backlog(jobs, config, now)
+        self.q, others = backlog(jobs, config, now, snapshot.changes)
         self.full = [JobState(view) for view in others]
         # Candidates that are not quiet, by order key (a heap).
         self.heap: list[tuple[OrderKey, JobState]] = []
@@ -443,13 +443,18 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
         if not s.admitted:
             p.explain(s)
     settle(p.ordered, now=now, config=p.config, capacity=p.total)
-    eager = {s.view.key: to_decision(s) for s in p.full}
-    eager.update((s.view.key, to_decision(s)) for s in p.from_entries)
+    touched = {s.view.key: s for s in p.full}
+    touched.update((s.view.key, s) for s in p.from_entries)
     p.q.admitted = [id(e.view) for e in p.admitted_entries]
     jobs = p.jobs
+    changed = {k: changed_fields(s) for k, s in touched.items()}
     return Plan(
         decisions=LazyDecisions(
-            eager, count=len(jobs), keys=lambda: sorted(v.key for v in jobs), build_rest=p.rest
+            changed,
+            count=len(jobs),
+            keys=lambda: sorted(v.key for v in jobs),
+            build_one=lambda key: to_decision(touched[key], changed[key]),
+            build_rest=p.rest,
         ),
         deferred_order=Deferred(p.final_order),
         next_wakeup=p.wakeup(),

@@ -153,6 +153,7 @@ def next_wakeup(
     """Earliest instant after ``now`` at which re-running the pass could change something."""
     las = config.strategy == Strategy.LEAST_ATTAINED_SERVICE
     times: list[datetime] = []
+    crossing = math.inf  # the earliest band crossing, in seconds from now
     for s in states:
         if s.view.finished:
             continue
@@ -169,18 +170,19 @@ def next_wakeup(
             if s.view.refused_since is not None:
                 times.append(s.view.refused_since + config.child_refusal_timeout)
             if las:
-                crossing = _band_crossing(s, now=now, config=config)
-                if crossing is not None:
-                    times.append(crossing)
+                crossing = min(crossing, _band_crossing(s, config=config))
+    if crossing < math.inf:
+        # ceil and max are monotone: the earliest crossing's instant is the earliest instant.
+        times.append(now + timedelta(microseconds=max(1, math.ceil(crossing * 1_000_000))))
     future = [t for t in times if t > now]
     return min(future) if future else None
 
 
-def _band_crossing(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:
-    """When a running job's service reaches the next LAS band at its planned size."""
+def _band_crossing(s: JobState, *, config: SchedulerConfig) -> float:
+    """Seconds until a running job's service reaches the next LAS band at its planned size
+    (``inf``: never)."""
     bound = band_upper_bound(s.band, config)
     units = s.view.units_at(s.size)
     if bound is None or units <= 0:
-        return None
-    micros = max(1, math.ceil((bound - s.attained) / units * 1_000_000))
-    return now + timedelta(microseconds=micros)
+        return math.inf
+    return (bound - s.attained) / units

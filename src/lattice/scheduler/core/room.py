@@ -77,15 +77,28 @@ def growth_floor(s: JobState) -> int:
     return s.view.min_size
 
 
+# id(view) -> (view, its minimum's demands): views are immutable, so a hit is exact.
+_SHAPES: dict[int, tuple[JobView, tuple[PodDemand, ...]]] = {}
+
+
 def min_demands(s: JobState) -> tuple[PodDemand, ...]:
-    """The demands of the pods of ``s``'s minimum, by index."""
+    """The demands of the pods of ``s``'s minimum, by index (memoised per view)."""
     v = s.view
-    return tuple(v.pod_demand(i) for i in range(v.min_size))
+    hit = _SHAPES.get(id(v))
+    if hit is not None and hit[0] is v:
+        return hit[1]
+    if len(_SHAPES) > 8192:
+        _SHAPES.clear()
+    shape = tuple(v.pod_demand(i) for i in range(v.min_size))
+    _SHAPES[id(v)] = (v, shape)
+    return shape
 
 
 def missing(s: JobState, upto: int) -> list[int]:
     """Indices below ``upto`` that have no node."""
     placed = s.placed
+    if len(placed) >= upto and all(placed[:upto]):
+        return []
     return [i for i in range(upto) if i >= len(placed) or not placed[i]]
 
 

@@ -8,6 +8,8 @@ mutated only by the steps of a single ``schedule`` call, and is turned into an i
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import compress
+from operator import ne
 
 from lattice.scheduler.core.events import SchedulerEvent
 from lattice.scheduler.core.model import PodDemand
@@ -16,7 +18,7 @@ from lattice.scheduler.core.plan import Decision
 from lattice.scheduler.core.types import JobView, Stage
 from lattice.scheduler.core.waitreason import classify
 
-__all__ = ["JobState", "to_decision"]
+__all__ = ["JobState", "changed_fields", "to_decision"]
 
 
 class JobState:
@@ -120,10 +122,12 @@ if Decision._fields[1:12] != _NAMES:  # pragma: no cover - guards the positional
     raise ImportError("Decision's persisted fields must follow _NAMES, in order")
 
 
-def to_decision(state: JobState) -> Decision:
-    """Freeze ``state`` into a :class:`Decision`, naming the persisted fields that changed."""
-    v = state.view
-    new = (
+_T = datetime | None
+_Persisted = tuple[str, int, _T, _T, _T, _T, int, _T, float, _T, _T]
+
+
+def _persisted(state: JobState) -> _Persisted:
+    return (
         state.stage,
         state.size,
         state.submit,
@@ -136,6 +140,20 @@ def to_decision(state: JobState) -> Decision:
         state.updated,
         state.since if state.size > 0 else None,
     )
+
+
+def _placement(state: JobState) -> tuple[str, ...]:
+    return tuple(state.placed[: state.size]) if state.size > 0 else ()
+
+
+# Which persisted fields differ (one flag each) -> their names.
+_CHANGED: dict[tuple[bool, ...], frozenset[str]] = {}
+
+
+def changed_fields(state: JobState) -> frozenset[str]:
+    """The persisted fields of ``state`` that differ from its view (placement included)."""
+    v = state.view
+    new = _persisted(state)
     old = (
         v.stage,
         v.current_size,
@@ -151,19 +169,29 @@ def to_decision(state: JobState) -> Decision:
     )
     changed = _UNCHANGED
     if new != old:
-        changed = frozenset(name for name, a, b in zip(_NAMES, new, old, strict=True) if a != b)
+        flags = tuple(map(ne, new, old))
+        changed = _CHANGED.get(flags) or _CHANGED.setdefault(
+            flags, frozenset(compress(_NAMES, flags))
+        )
+    if _placement(state) != v.placement:
+        changed = changed | {"placement"}
+    return changed
+
+
+def to_decision(state: JobState, changed: frozenset[str] | None = None) -> Decision:
+    """Freeze ``state`` into a :class:`Decision`, naming the persisted fields that changed
+    (``changed``: :func:`changed_fields` of ``state``, if known)."""
+    if changed is None:
+        changed = changed_fields(state)
     # Positionally (``_NAMES`` are the fields after ``key``, in order): keywords cost 2.9 us a
     # decision against 0.7, and a pass builds one per job.
-    placement = tuple(state.placed[: state.size]) if state.size > 0 else ()
-    if placement != v.placement:
-        changed = changed | {"placement"}
     return Decision(
-        v.key,
-        *new,
+        state.view.key,
+        *_persisted(state),
         state.position,
         state.reason,
         tuple(state.events),
         changed,
-        placement,
+        _placement(state),
         *classify(state),
     )
