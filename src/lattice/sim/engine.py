@@ -48,7 +48,8 @@ class Allocator(Protocol):
     def allocate(self, now: float, sizes: Mapping[str, int]) -> tuple[dict[str, int], float | None]:
         """New size of each active job (missing: 0), and the next wakeup (``None``: none).
 
-        ``sizes`` holds the running jobs' current sizes (a job missing from it holds 0)."""
+        ``sizes`` holds the running jobs' current sizes (a job missing from it holds 0); it is
+        the loop's own, valid only during the call."""
         ...
 
 
@@ -174,6 +175,7 @@ def simulate(
     pending = sorted(jobs, key=lambda j: j.submit)
     active: dict[str, _Run] = {}
     running: dict[str, _Run] = {}
+    held: dict[str, int] = {}  # each running job's size, as the allocator is told
     results: dict[str, JobResult] = {}
     points: list[tuple[float, int, int]] = []
     t = pending[0].submit if pending else 0.0
@@ -182,8 +184,9 @@ def simulate(
     busy = queued_s = queued_busy = 0.0
     while i < len(pending) or active:
         nxt = pending[i].submit if i < len(pending) else math.inf
-        for r in running.values():
-            nxt = min(nxt, r.finish_at(t))
+        for r in running.values():  # finish_at(t), inlined
+            if r.rate > 0 and (f := max(t, r.restart_until) + r.remaining / r.rate) < nxt:
+                nxt = f
         if wake is not None:
             nxt = min(nxt, max(wake, t))
         if nxt == math.inf:
@@ -200,7 +203,7 @@ def simulate(
         dirty = False
         for key in [k for k, r in running.items() if r.finish_at(t) <= t + _EPS]:
             r = active.pop(key)
-            del running[key]
+            del running[key], held[key]
             used -= r.size
             results[key] = r.result(t)
             allocator.finish(r.job, t)
@@ -215,7 +218,7 @@ def simulate(
             dirty = True
         if not dirty and (wake is None or wake > t + _EPS):
             continue
-        sizes, wake = allocator.allocate(t, {k: r.size for k, r in running.items()})
+        sizes, wake = allocator.allocate(t, held)
         passes += 1
         if wake is not None and wake <= t + _EPS:
             wake = t + 1.0  # a wakeup that is already due would spin; retry a second later
@@ -231,9 +234,10 @@ def simulate(
                 r.restart_until = t + restart_cost
             if not new:
                 r.stop()
-                del running[key]
+                del running[key], held[key]
             else:
                 running[key] = r
+                held[key] = new
             used += new - r.size
             r.resize(new)
         if timeline:

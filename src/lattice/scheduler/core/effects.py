@@ -79,7 +79,20 @@ def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime
         s.events.append(event)
         s.reason = event.message
     else:
-        s.reason = f"Running with {size} (min {v.min_size}, max {v.max_size})"
+        s.reason = _running(size, v.min_size, v.max_size)
+
+
+_RUNNING: dict[tuple[int, int, int], str] = {}
+
+
+def _running(size: int, low: int, high: int) -> str:
+    """The reason of a job left running as it was (one string per size, min and max)."""
+    found = _RUNNING.get((size, low, high))
+    if found is None:
+        found = f"Running with {size} (min {low}, max {high})"
+        if len(_RUNNING) < 4096:
+            _RUNNING[size, low, high] = found
+    return found
 
 
 def _settle_waiting(

@@ -64,7 +64,9 @@ def reserved(
     """The cluster with ``holding``'s placements reserved (see the contract)."""
     pristine = _pristine(nodes, limit)
     kept = _KEPT[0] if _KEPT and caching() else None
-    if kept is None or any(refusals(s.view, now=now, grace=grace) for s in holding):
+    if kept is None or any(
+        s.view.refused_nodes and refusals(s.view, now=now, grace=grace) for s in holding
+    ):
         cluster = pristine.copy()
         for s in holding:
             reserve_running(s, cluster, refusals(s.view, now=now, grace=grace))
@@ -74,6 +76,10 @@ def reserved(
     ids = {id(s.view): s for s in holding}
     gone = [held[i] for i in held.keys() - ids.keys()]
     new = [s for i, s in ids.items() if i not in held]
+    if not gone and not new:  # the same running views: the kept cluster as it is
+        for i, s in ids.items():
+            s.placed, s.exclude = list(held[i][1]), frozenset()
+        return kept.cluster.copy()
     if any(v.pod_demand(i).exclusive for v, placed in gone for i in range(len(placed))) or any(
         s.view.pod_demand(i).exclusive for s in new for i in range(s.held)
     ):

@@ -25,7 +25,6 @@ Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 
@@ -205,7 +204,7 @@ class Holders:
     """The jobs holding reserved pods at the start of a pass, in scheduling order, and those
     of them holding growth (pruned as their growth is released)."""
 
-    __slots__ = ("_classes", "_relevant", "all", "gen", "growers", "most", "no_room")
+    __slots__ = ("_classes", "_relevant", "all", "gen", "growers", "most", "no_fit", "no_room")
 
     def __init__(self, states: Sequence[JobState]) -> None:
         self.all = list(states)
@@ -214,6 +213,9 @@ class Holders:
         # generation then: while nothing is released, a later job's replica finds none either
         # (it may take less growth: only that of jobs later than itself).
         self.no_room: dict[tuple[PodDemand, frozenset[int]], int] = {}
+        # Growth replicas that did not fit on the free nodes, with the release generation
+        # then: while nothing is released the free room only shrinks, so they fit no better.
+        self.no_fit: dict[tuple[PodDemand, frozenset[int]], int] = {}
         # The most pods of a demand that found room after releasing everything make_room may
         # take, with the generation, order key and priority then: a later job of no higher
         # priority in the same generation may take no more (its candidates are a subset), so
@@ -273,7 +275,7 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     # A dry run first: release nothing until the steps so far would give the gang room
     # (ReleaseProbe's necessary condition); none do, and nothing is touched.
     memo = (s.exclude, minimums) if not s.placed else None
-    if memo is not None and _known_short(holders, Counter(demands), memo, key, v.priority):
+    if memo is not None and _known_short(holders, demands, memo, key, v.priority):
         return False
     probe = ReleaseProbe(cluster, demands, s.exclude)
     steps: list[tuple[JobState, int]] = []
@@ -337,13 +339,16 @@ def _always(node: str) -> bool:
 
 def _known_short(
     holders: Holders,
-    wanted: Counter[PodDemand],
+    demands: list[PodDemand],
     memo: tuple[frozenset[int], bool],
     key: OrderKey,
     priority: int,
 ) -> bool:
     """Whether :attr:`Holders.most` already shows that some demand cannot get its pods."""
     gen = holders.gen
+    wanted: dict[PodDemand, int] = {}
+    for d in demands:
+        wanted[d] = wanted.get(d, 0) + 1
     for d, n in wanted.items():
         hit = holders.most.get((d, *memo))
         if hit is None or hit[0] != gen or key < hit[1] or priority > hit[2]:

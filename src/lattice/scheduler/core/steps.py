@@ -93,6 +93,7 @@ def grow(
     """Rules 4 and 6: grow admitted jobs toward their target, in order."""
     if holders is not None:
         holders.no_room = {}  # the walk's memo was for its order: this walk starts again
+        holders.no_fit = {}
     for s in ordered:
         if s.admitted:
             grow_one(s, free=free, now=now, config=config, holders=holders)
@@ -134,7 +135,9 @@ def grow_one(
             holders.gen += 1
     while size < target:
         d = v.pod_demand(size)
-        node = free.place(d, s.exclude) or _take_growth(s, d, free=free, holders=holders)
+        node = _place(d, s.exclude, free=free, holders=holders) or _take_growth(
+            s, d, free=free, holders=holders
+        )
         if node is None:
             break
         placed.append(node)
@@ -148,9 +151,25 @@ def grow_one(
     )
 
 
+def _place(
+    d: PodDemand, exclude: frozenset[int], *, free: Cluster, holders: Holders | None
+) -> str | None:
+    """``free.place(d, exclude)``, skipped when it failed since the last release (a release
+    bumps ``holders.gen``; between two, pods are only placed, or released and put back)."""
+    if holders is None:
+        return free.place(d, exclude)
+    memo = (d, exclude)
+    if holders.no_fit.get(memo) == holders.gen:
+        return None
+    node = free.place(d, exclude)
+    if node is None:
+        holders.no_fit[memo] = holders.gen
+    return node
+
+
 def _would_fit(s: JobState, d: PodDemand, *, free: Cluster, holders: Holders | None) -> bool:
     """Whether ``d`` fits now, or would by taking growth of later jobs; nothing changes."""
-    node = free.place(d, s.exclude)
+    node = _place(d, s.exclude, free=free, holders=holders)
     if node is not None:
         free.release(node, d)
         return True
