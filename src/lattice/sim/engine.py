@@ -201,7 +201,13 @@ def simulate(
                 queued_busy += used * dt
         t = nxt
         dirty = False
-        for key in [k for k, r in running.items() if r.finish_at(t) <= t + _EPS]:
+        due = t + _EPS  # finish_at(t) <= due, inlined:
+        done = [
+            k
+            for k, r in running.items()
+            if r.rate > 0 and max(t, r.restart_until) + r.remaining / r.rate <= due
+        ]
+        for key in done:
             r = active.pop(key)
             del running[key], held[key]
             used -= r.size

@@ -177,6 +177,9 @@ class _Pass:
         priority, and the walk is redone; the order itself does not change.
         """
         heapq.heapify(self.heap)
+        if not self.protected:  # nothing to pin: one walk
+            self._walk([])
+            return
         heap, free = list(self.heap), self.free.copy()
         saved = [(s, list(s.placed)) for s in self.holding]
         pins: list[tuple[OrderKey, JobState]] = []

@@ -233,7 +233,7 @@ class Holders:
     ) -> tuple[list[JobState], list[JobState]]:
         """The holders with pods in ``classes`` (all, and those with growth), in order."""
         if self._classes is None:
-            self._classes = {id(h): cluster.classes_of(h.placed) for h in self.all}
+            self._classes = {id(h): _classes_of(h.placed, cluster) for h in self.all}
         hit = self._relevant.get(classes)
         if hit is None:
             of = self._classes
@@ -259,6 +259,25 @@ class Holders:
                 return
             if len(h.placed) > growth_floor(h):
                 yield h
+
+
+# The node classes of a tuple of node names, for the cluster (by its node index) they were
+# found on: a running job's pods mostly sit where they sat in the last pass.
+_OWNER: list[dict[str, int]] = []
+_CLASSES: dict[tuple[str, ...], frozenset[int]] = {}
+
+
+def _classes_of(placed: list[str], cluster: Cluster) -> set[int]:
+    """``cluster.classes_of(placed)`` (a new set), memoised per cluster node index."""
+    memo = _CLASSES
+    if not _OWNER or _OWNER[0] is not cluster.node_index or len(memo) > 4096:
+        memo.clear()
+        _OWNER[:] = [cluster.node_index]
+    key = tuple(placed)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = frozenset(cluster.classes_of(placed))
+    return set(found)
 
 
 def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool = True) -> bool:
