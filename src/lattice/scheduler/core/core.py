@@ -97,11 +97,14 @@ from lattice.scheduler.core.room import (
 )
 from lattice.scheduler.core.state import JobState, changed_fields, to_decision
 from lattice.scheduler.core.steps import cooldown_for, grow, prepare
-from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
+from lattice.scheduler.core.types import JobView, SchedulerConfig, Snapshot, Stage, Strategy
 
 __all__ = ["cooldown_for", "schedule"]
 
 _NEVER = NOT_RUNNING
+# id(view) -> (view, config, LAS band, queue time, rank, order key): a job's order key depends
+# on nothing else (views are immutable, so a hit is exact).
+_KEYS: dict[int, tuple[JobView, SchedulerConfig, int, datetime, int, OrderKey]] = {}
 _first = itemgetter(0)
 _Shape = tuple[PodDemand, ...]
 _NONE: frozenset[int] = frozenset()
@@ -146,18 +149,33 @@ class _Pass:
 
     def candidates(self) -> None:
         """Rules 1, 7, 8 and the order keys (rule 2) of every job that is not quiet."""
-        now, config = self.now, self.config
+        now, config, memo = self.now, self.config, _KEYS
+        if len(memo) > self.limit:
+            memo.clear()
         for s in self.full:
             if not prepare(s, now=now, config=config):
                 continue
             v = s.view
             at = s.queued or now
-            if self.las:
-                s.band = band = las_band(s.attained, config)
-                s.rank, at = las_position(
-                    band=band, queued_time=at, units=full_units(v), config=config
-                )
-            key = order_key(v, queued_time=at, rank=s.rank)
+            band = las_band(s.attained, config) if self.las else 0
+            hit = memo.get(id(v))
+            if (
+                hit is not None
+                and hit[0] is v
+                and hit[1] is config
+                and hit[2] == band
+                and hit[3] is at
+            ):
+                s.band, s.rank, key = band, hit[4], hit[5]
+            else:
+                queued = at
+                if self.las:
+                    s.band = band
+                    s.rank, at = las_position(
+                        band=band, queued_time=at, units=full_units(v), config=config
+                    )
+                key = order_key(v, queued_time=at, rank=s.rank)
+                memo[id(v)] = (v, config, band, queued, s.rank, key)
             s.key = key
             self.heap.append((key, s))
             self.candidate_states.append(s)

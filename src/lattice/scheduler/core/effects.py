@@ -167,6 +167,7 @@ def next_wakeup(
     las = config.strategy == Strategy.LEAST_ATTAINED_SERVICE
     times: list[datetime] = []
     crossing = math.inf  # the earliest band crossing, in seconds from now
+    bounds: dict[int, tuple[float | None]] = {}  # each band's upper bound
     for s in states:
         if s.view.finished:
             continue
@@ -183,19 +184,15 @@ def next_wakeup(
             if s.view.refused_since is not None:
                 times.append(s.view.refused_since + config.child_refusal_timeout)
             if las:
-                crossing = min(crossing, _band_crossing(s, config=config))
+                bound = bounds.get(s.band)
+                if bound is None:
+                    bound = bounds[s.band] = (band_upper_bound(s.band, config),)
+                units = s.view.units_at(s.size)
+                if bound[0] is not None and units > 0:
+                    # When its service reaches the next band at its planned size.
+                    crossing = min(crossing, (bound[0] - s.attained) / units)
     if crossing < math.inf:
         # ceil and max are monotone: the earliest crossing's instant is the earliest instant.
         times.append(now + timedelta(microseconds=max(1, math.ceil(crossing * 1_000_000))))
     future = [t for t in times if t > now]
     return min(future) if future else None
-
-
-def _band_crossing(s: JobState, *, config: SchedulerConfig) -> float:
-    """Seconds until a running job's service reaches the next LAS band at its planned size
-    (``inf``: never)."""
-    bound = band_upper_bound(s.band, config)
-    units = s.view.units_at(s.size)
-    if bound is None or units <= 0:
-        return math.inf
-    return (bound - s.attained) / units

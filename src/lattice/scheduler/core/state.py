@@ -153,7 +153,20 @@ _CHANGED: dict[tuple[bool, ...], frozenset[str]] = {}
 def changed_fields(state: JobState) -> frozenset[str]:
     """The persisted fields of ``state`` that differ from its view (placement included)."""
     v = state.view
-    new = _persisted(state)
+    size = state.size
+    new = (  # _persisted(state), inlined: a pass calls this for every job it touched
+        state.stage,
+        size,
+        state.submit,
+        state.queued,
+        state.requeue,
+        state.cooldown,
+        state.count,
+        state.last_resize,
+        state.attained,
+        state.updated,
+        state.since if size > 0 else None,
+    )
     old = (
         v.stage,
         v.current_size,
@@ -173,7 +186,7 @@ def changed_fields(state: JobState) -> frozenset[str]:
         changed = _CHANGED.get(flags) or _CHANGED.setdefault(
             flags, frozenset(compress(_NAMES, flags))
         )
-    if _placement(state) != v.placement:
+    if (tuple(state.placed[:size]) if size > 0 else ()) != v.placement:  # _placement(state)
         changed = changed | {"placement"}
     return changed
 
