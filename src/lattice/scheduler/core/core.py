@@ -102,6 +102,7 @@ from lattice.scheduler.core.types import JobView, SchedulerConfig, Snapshot, Sta
 __all__ = ["cooldown_for", "schedule"]
 
 _NEVER = NOT_RUNNING
+_RUNNING = Stage.RUNNING  # bound once: an enum member's lookup is slow
 # id(view) -> (view, config, LAS band, queue time, rank, order key): a job's order key depends
 # on nothing else (views are immutable, so a hit is exact).
 _KEYS: dict[int, tuple[JobView, SchedulerConfig, int, datetime, int, OrderKey]] = {}
@@ -332,6 +333,10 @@ class _Pass:
         s.min_shape = min_demands(s)
         if self.blocker is None:
             s.free_at_check = self.free.unit_free()
+            placed, size = s.placed, s.view.min_size
+            if len(placed) >= size and all(placed[:size]) and size:  # its minimum is placed
+                self._admitted(s)
+                return True
             if self._place(s, s.min_shape):
                 self._admitted(s)
                 return True
@@ -434,7 +439,7 @@ class _Pass:
         their new incumbency (rule 2), so that an applied plan rescheduled keeps its order."""
         keyed: list[tuple[OrderKey, str]] = []
         for s in self.ordered:
-            running = s.stage == Stage.RUNNING and s.size > 0
+            running = s.stage == _RUNNING and s.size > 0
             admitted = incumbency(running=running, admitted_time=s.since)
             rank, at = 0, s.queued or _NEVER
             if self.las:

@@ -29,6 +29,9 @@ from lattice.scheduler.core.waitreason import preemption_cause
 
 __all__ = ["capacity_used", "next_wakeup", "settle", "waiting_reason"]
 
+# Enum members bound once: looking one up on its class costs more than a global's lookup.
+_RUNNING, _WAITING, _COOLDOWN = Stage.RUNNING, Stage.WAITING, Stage.REQUEUE_COOLDOWN
+
 
 def settle(
     ordered: list[JobState], *, now: datetime, config: SchedulerConfig, capacity: int
@@ -52,7 +55,7 @@ def _took_capacity(s: JobState) -> bool:
 
 def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime) -> None:
     v = s.view
-    s.stage = Stage.RUNNING
+    s.stage = _RUNNING
     size = s.size
     s.resize(size, now)
     event: Admitted | Grown | Shrunk | None = None
@@ -82,16 +85,16 @@ def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime
         s.reason = _running(size, v.min_size, v.max_size)
 
 
-_RUNNING: dict[tuple[int, int, int], str] = {}
+_REASONS: dict[tuple[int, int, int], str] = {}
 
 
 def _running(size: int, low: int, high: int) -> str:
     """The reason of a job left running as it was (one string per size, min and max)."""
-    found = _RUNNING.get((size, low, high))
+    found = _REASONS.get((size, low, high))
     if found is None:
         found = f"Running with {size} (min {low}, max {high})"
-        if len(_RUNNING) < 4096:
-            _RUNNING[size, low, high] = found
+        if len(_REASONS) < 4096:
+            _REASONS[size, low, high] = found
     return found
 
 
@@ -110,7 +113,7 @@ def _settle_waiting(
         lasted = now - (v.pending_since or now)
         requeue(s, now=now, config=config, lasted=lasted, refused_on=v.refused_nodes)
         return
-    s.stage = Stage.WAITING
+    s.stage = _WAITING
     s.requeue = None
     why = waiting_reason(s, capacity)
     if s.held:
@@ -171,7 +174,7 @@ def next_wakeup(
     for s in states:
         if s.view.finished:
             continue
-        if s.stage == Stage.REQUEUE_COOLDOWN and s.cooldown is not None:
+        if s.stage == _COOLDOWN and s.cooldown is not None:
             times.append(s.cooldown)
         if s.admitted:
             if s.requeue is not None:

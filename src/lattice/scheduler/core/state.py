@@ -20,6 +20,9 @@ from lattice.scheduler.core.waitreason import classify
 
 __all__ = ["JobState", "changed_fields", "to_decision"]
 
+# Enum members bound once: looking one up on its class costs more than a global's lookup.
+_RUNNING = Stage.RUNNING
+
 
 class JobState:
     """Working copy of one job's state during a pass."""
@@ -71,7 +74,7 @@ class JobState:
         self.attained = view.attained_service
         self.updated = view.service_updated_at
         # Size the job runs at on input: what it holds and accrues service on.
-        self.held = view.current_size if view.stage == Stage.RUNNING else 0
+        self.held = view.current_size if view.stage == _RUNNING else 0
         # When the job was admitted; settle() moves it to now for a job admitted from 0.
         self.since = view.admitted_time if self.held else None
         self.position: int | None = None
@@ -148,6 +151,13 @@ def _placement(state: JobState) -> tuple[str, ...]:
 
 # Which persisted fields differ (one flag each) -> their names.
 _CHANGED: dict[tuple[bool, ...], frozenset[str]] = {}
+# By which of attained_service (1) and service_updated_at (2) differ.
+_ACCOUNTING = (
+    _UNCHANGED,
+    frozenset(_NAMES[8:9]),
+    frozenset(_NAMES[9:10]),
+    frozenset(_NAMES[8:10]),
+)
 
 
 def changed_fields(state: JobState) -> frozenset[str]:
@@ -181,7 +191,10 @@ def changed_fields(state: JobState) -> frozenset[str]:
         v.admitted_time,
     )
     changed = _UNCHANGED
-    if new != old:
+    if new != old and new[:8] == old[:8] and new[10] == old[10]:
+        # Only the service accounting (a running job's usual change).
+        changed = _ACCOUNTING[(new[8] != old[8]) + 2 * (new[9] != old[9])]
+    elif new != old:
         flags = tuple(map(ne, new, old))
         changed = _CHANGED.get(flags) or _CHANGED.setdefault(
             flags, frozenset(compress(_NAMES, flags))

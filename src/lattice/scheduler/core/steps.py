@@ -23,6 +23,10 @@ __all__ = ["cooldown_for", "grow", "grow_one", "prepare"]
 
 _OWNED = frozenset({Stage.NEW, Stage.WAITING, Stage.RUNNING, Stage.REQUEUE_COOLDOWN})
 
+# Enum members bound once: looking one up on its class costs more than a global's lookup.
+_NEW, _WAITING, _RUNNING = Stage.NEW, Stage.WAITING, Stage.RUNNING
+_COOLDOWN = Stage.REQUEUE_COOLDOWN
+
 
 def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
     """Rules 1, 7 and 8 for one job; return whether it is a candidate."""
@@ -36,7 +40,7 @@ def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
         s.stage, s.size, s.requeue = Stage.WRONG, 0, None
         s.reason = f"Invalid: {problem}"
         return False
-    if v.stage == Stage.RUNNING:
+    if v.stage == _RUNNING:
         _accrue(s, now)
     if v.suspended:
         s.stage, s.queued, s.requeue, s.cooldown = Stage.WAITING, None, None, None
@@ -46,23 +50,23 @@ def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
         s.resize(0, now)
         s.reason = "Suspended"
         return False
-    if v.stage == Stage.REQUEUE_COOLDOWN:
+    if v.stage == _COOLDOWN:
         s.requeue = None
         if s.cooldown is not None and s.cooldown > now:
             s.resize(0, now)
             s.reason = f"Cooling down until {format_time(s.cooldown)}"
             return False
-        s.stage, s.queued, s.cooldown = Stage.WAITING, now, None
+        s.stage, s.queued, s.cooldown = _WAITING, now, None
         s.events.append(CooldownOver())
-    elif v.stage == Stage.NEW or s.queued is None:
-        s.stage, s.queued = Stage.WAITING, now
+    elif v.stage == _NEW or s.queued is None:
+        s.stage, s.queued = _WAITING, now
         s.events.append(Queued())
     s.submit = s.submit or now
-    refused = v.refused_since if v.stage == Stage.RUNNING and v.current_size > 0 else None
+    refused = v.refused_since if v.stage == _RUNNING and v.current_size > 0 else None
     if refused is not None and now - refused >= config.child_refusal_timeout:
         requeue(s, now=now, config=config, lasted=now - refused, refused_by=v.refused_message)
         return False
-    if v.stage != Stage.RUNNING or v.pending_since is None:
+    if v.stage != _RUNNING or v.pending_since is None:
         s.requeue = None
         return True
     started = v.requeue_time if v.requeue_time is not None else v.pending_since
@@ -122,6 +126,8 @@ def grow_one(
         deferred = True
     placed = s.placed
     size = v.min_size
+    if size < len(placed) and all(placed[size:]):
+        size = len(placed)  # every pod placed: the loop below, at once
     while size < len(placed) and placed[size]:
         size += 1
     if size < len(placed):
