@@ -60,8 +60,10 @@ another plan: a cooldown ending, a pending timeout or refusal expiring, a deferr
 allowed (only when a replica would fit) or a running job's LAS band change.
 
 Cost: *quiet* waiting jobs (:mod:`~lattice.scheduler.core.quiet`) stay sorted from pass to pass
-(:mod:`~lattice.scheduler.core.backlog`); runs of them whose gang cannot find room are left
-waiting at once, and their decisions are built only when read. The plan is the same.
+(:mod:`~lattice.scheduler.core.backlog`, which takes ``snapshot.changes`` when given); runs of
+them whose gang cannot find room are left waiting at once, and their decisions are built only
+when read; so are the decisions of the other jobs (their changed fields are known at once). A
+running view's order key is memoised while its band and queue time stay. The plan is the same.
 """
 
 from __future__ import annotations
