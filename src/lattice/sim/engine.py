@@ -48,7 +48,8 @@ class Allocator(Protocol):
     def allocate(self, now: float, sizes: Mapping[str, int]) -> tuple[dict[str, int], float | None]:
         """New size of each active job (missing: 0), and the next wakeup (``None``: none).
 
-        ``sizes`` holds the running jobs' current sizes (a job missing from it holds 0)."""
+        ``sizes`` holds the running jobs' current sizes (a job missing from it holds 0); it is
+        the loop's own, valid only during the call."""
         ...
 
 
@@ -100,12 +101,19 @@ class _Run:
     # Rigid jobs: the work left at the last checkpoint, and the run time since then.
     ckpt_remaining: float = field(init=False)
     run_since_ckpt: float = 0.0
+    #: The speedup at ``size`` (kept by :meth:`resize`).
+    rate: float = field(init=False)
 
     def __post_init__(self) -> None:
         self.remaining = self.ckpt_remaining = self.job.work
+        self.rate = self.job.model.speedup(self.size)
+
+    def resize(self, size: int) -> None:
+        self.size = size
+        self.rate = self.job.model.speedup(size)
 
     def finish_at(self, now: float) -> float:
-        rate = self.job.model.speedup(self.size)
+        rate = self.rate
         if rate <= 0:
             return math.inf
         return max(now, self.restart_until) + self.remaining / rate
@@ -115,7 +123,7 @@ class _Run:
         eff = min(nxt - max(t, self.restart_until), nxt - t)
         if eff <= 0:
             return
-        rate = self.job.model.speedup(self.size)
+        rate = self.rate
         self.remaining -= rate * eff
         interval = self.job.checkpoint
         if interval is not None and self.job.rigid:
@@ -132,7 +140,7 @@ class _Run:
         if not self.job.rigid:
             return
         lost = max(0.0, self.ckpt_remaining - self.remaining)
-        rate = self.job.model.speedup(self.size)
+        rate = self.rate
         if rate > 0:
             self.lost += lost / rate * self.size
         self.remaining = self.ckpt_remaining
@@ -167,6 +175,7 @@ def simulate(
     pending = sorted(jobs, key=lambda j: j.submit)
     active: dict[str, _Run] = {}
     running: dict[str, _Run] = {}
+    held: dict[str, int] = {}  # each running job's size, as the allocator is told
     results: dict[str, JobResult] = {}
     points: list[tuple[float, int, int]] = []
     t = pending[0].submit if pending else 0.0
@@ -175,8 +184,9 @@ def simulate(
     busy = queued_s = queued_busy = 0.0
     while i < len(pending) or active:
         nxt = pending[i].submit if i < len(pending) else math.inf
-        for r in running.values():
-            nxt = min(nxt, r.finish_at(t))
+        for r in running.values():  # finish_at(t), inlined
+            if r.rate > 0 and (f := max(t, r.restart_until) + r.remaining / r.rate) < nxt:
+                nxt = f
         if wake is not None:
             nxt = min(nxt, max(wake, t))
         if nxt == math.inf:
@@ -191,9 +201,15 @@ def simulate(
                 queued_busy += used * dt
         t = nxt
         dirty = False
-        for key in [k for k, r in running.items() if r.finish_at(t) <= t + _EPS]:
+        due = t + _EPS  # finish_at(t) <= due, inlined:
+        done = [
+            k
+            for k, r in running.items()
+            if r.rate > 0 and max(t, r.restart_until) + r.remaining / r.rate <= due
+        ]
+        for key in done:
             r = active.pop(key)
-            del running[key]
+            del running[key], held[key]
             used -= r.size
             results[key] = r.result(t)
             allocator.finish(r.job, t)
@@ -208,7 +224,7 @@ def simulate(
             dirty = True
         if not dirty and (wake is None or wake > t + _EPS):
             continue
-        sizes, wake = allocator.allocate(t, {k: r.size for k, r in running.items()})
+        sizes, wake = allocator.allocate(t, held)
         passes += 1
         if wake is not None and wake <= t + _EPS:
             wake = t + 1.0  # a wakeup that is already due would spin; retry a second later
@@ -224,11 +240,12 @@ def simulate(
                 r.restart_until = t + restart_cost
             if not new:
                 r.stop()
-                del running[key]
+                del running[key], held[key]
             else:
                 running[key] = r
+                held[key] = new
             used += new - r.size
-            r.size = new
+            r.resize(new)
         if timeline:
             points.append((t, used, len(active) - len(running)))
     for key, r in active.items():

@@ -8,8 +8,9 @@ Contract:
   (resource vectors, labels, taints), calls :func:`~lattice.scheduler.core.schedule`, plays
   the plan back with :func:`~lattice.scheduler.core.apply_decision` (which carries each
   decision's ``placement`` into the job's next view, so placed pods stay put across passes)
-  and returns the ``Running`` sizes and ``plan.next_wakeup``. A job with a checkpoint
-  interval opts in to preemption within its priority (``preemptible_within_priority``);
+  and returns the ``Running`` sizes and ``plan.next_wakeup``. Each snapshot after the first
+  names its :class:`~lattice.scheduler.core.JobChanges` against the one before. A job with a
+  checkpoint interval opts in to preemption within its priority (``preemptible_within_priority``);
   ``preempt_rigid=True`` opts every job in (``lattice-preempt-rigid``). Only decisions that
   change more than the service accounting are played back (as the operator's loop throttles
   accounting writes; service accrues from the last written ``service_updated_at`` all the
@@ -35,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from lattice.scheduler.core import (
+    JobChanges,
     JobView,
     NodeView,
     PodDemand,
@@ -199,6 +201,26 @@ class LatticeAllocator:
         self._views: dict[str, JobView] = {}
         self._ids: dict[str, str] = {}
         self._running: dict[str, int] = {}
+        # The last snapshot's jobs, and the views gone from and added to it since.
+        self._base: tuple[JobView, ...] | None = None
+        self._gone: list[JobView] = []
+        self._added: dict[int, JobView] = {}
+        # One object per distinct demand: the core's memos then compare them by identity.
+        self._demands: dict[PodDemand, PodDemand] = {}
+
+    def _swap(self, key: str, view: JobView | None) -> None:
+        """Set (``None``: drop) the view of ``key``, noting the change for the next snapshot."""
+        old = self._views.pop(key, None) if view is None else self._views.get(key)
+        if old is view:
+            return
+        if old is not None:
+            if self._added.get(id(old)) is old:
+                del self._added[id(old)]
+            else:
+                self._gone.append(old)
+        if view is not None:
+            self._views[key] = view
+            self._added[id(view)] = view
 
     def _key(self, job: SimJob) -> str:
         return f"TrainingJob/sim/{job.id}"
@@ -206,7 +228,8 @@ class LatticeAllocator:
     def arrive(self, job: SimJob, now: float) -> None:
         key = self._key(job)
         self._ids[key] = job.id
-        self._views[key] = JobView(
+        demand = self._demand(job)
+        view = JobView(
             key=key,
             kind="TrainingJob",
             namespace="sim",
@@ -216,26 +239,33 @@ class LatticeAllocator:
             min_size=job.min_size,
             max_size=job.max_size,
             preemptible_within_priority=self._preempt_rigid or job.checkpoint is not None,
-            replica_demand=self._demand(job),
+            replica_demand=self._demands.setdefault(demand, demand),
         )
+        self._swap(key, view)
 
     def finish(self, job: SimJob, now: float) -> None:
         key = self._key(job)
-        del self._views[key]
+        self._swap(key, None)
         del self._ids[key]
         self._running.pop(job.id, None)
 
     def allocate(self, now: float, sizes: Mapping[str, int]) -> tuple[dict[str, int], float | None]:
         at = self._epoch + timedelta(seconds=now)
-        snapshot = Snapshot(
-            nodes=self._nodes, jobs=tuple(self._views.values()), config=self._config
-        )
+        jobs = tuple(self._views.values())
+        changes = None
+        if self._base is not None:
+            changes = JobChanges(
+                base=self._base, gone=tuple(self._gone), added=tuple(self._added.values())
+            )
+        self._base, self._gone, self._added = jobs, [], {}
+        snapshot = Snapshot(nodes=self._nodes, jobs=jobs, config=self._config, changes=changes)
         plan = schedule(snapshot, at)
         views, running = self._views, self._running
         # Accounting-only changes are not played back, as the operator's loop throttles them:
         # a job's service accrues from its last written ``service_updated_at`` all the same.
         for key in plan.changed_keys(include_accounting=False):
-            view = views[key] = apply_decision(views[key], plan.decisions[key])
+            view = apply_decision(views[key], plan.decisions[key])
+            self._swap(key, view)
             if view.stage == Stage.RUNNING and view.current_size:
                 running[self._ids[key]] = view.current_size
             else:

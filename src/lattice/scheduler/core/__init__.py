@@ -39,6 +39,7 @@ from lattice.scheduler.core.order import OrderKey, las_band, order_key
 from lattice.scheduler.core.plan import ACCOUNTING_FIELDS, STATE_FIELDS, Decision, Plan
 from lattice.scheduler.core.requeue import REQUEUE_LIMIT_EXCEEDED
 from lattice.scheduler.core.types import (
+    JobChanges,
     JobView,
     NodeView,
     SchedulerConfig,
@@ -60,6 +61,7 @@ __all__ = [
     "CooldownOver",
     "Decision",
     "Grown",
+    "JobChanges",
     "JobView",
     "NodeView",
     "OrderKey",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from itertools import compress
 from operator import attrgetter
@@ -29,7 +29,7 @@ from operator import attrgetter
 from lattice.scheduler.core.model import PodDemand
 from lattice.scheduler.core.order import OrderKey
 from lattice.scheduler.core.quiet import Entry, entry_for, trim_memo
-from lattice.scheduler.core.types import JobView, SchedulerConfig
+from lattice.scheduler.core.types import JobChanges, JobView, SchedulerConfig
 
 __all__ = ["Backlog", "Class", "backlog", "caching", "set_caching"]
 
@@ -81,6 +81,11 @@ class Backlog:
     held: set[str] = field(default_factory=set)
     #: id(view) of the entries the last pass admitted (most likely gone from the next one).
     admitted: list[int] = field(default_factory=list)
+    #: The snapshot's jobs it was built from, the views that are not quiet by id, and every
+    #: job's key (``None``: not kept).
+    jobs: Sequence[JobView] = ()
+    others: dict[int, JobView] = field(default_factory=dict)
+    names: set[str] | None = None
 
     def class_of(self, e: Entry) -> Class:
         ck = (e.shape, e.view.priority)
@@ -126,6 +131,11 @@ class _Writer:
 
 
 _STATE: list[Backlog] = []
+if tuple(f.name for f in fields(Backlog)) != (  # pragma: no cover - guards _successor
+    *("config", "now", "keys", "entries", "classes", "live", "by_class", "held", "admitted"),
+    *("jobs", "others", "names"),
+):
+    raise ImportError("Backlog's fields must follow _successor's order")
 
 
 def _fresh(quiet: list[Entry], config: SchedulerConfig, now: datetime) -> Backlog:
@@ -154,13 +164,23 @@ def _check_keys(jobs: Sequence[JobView]) -> None:
 
 
 def backlog(
-    jobs: Sequence[JobView], config: SchedulerConfig, now: datetime
+    jobs: Sequence[JobView],
+    config: SchedulerConfig,
+    now: datetime,
+    changes: JobChanges | None = None,
 ) -> tuple[Backlog, list[JobView]]:
     """The quiet jobs of ``jobs`` as a backlog, and the other views (see the contract).
     Raises ``ValueError`` on a duplicate job key."""
     trim_memo(len(jobs))
     prev = _STATE.pop() if _STATE else None  # put back only once this pass is through
     if prev is not None and (prev.config is not config or now < prev.now):
+        prev = None
+    if prev is not None and changes is not None and changes.base is prev.jobs:
+        found = _from_changes(prev, changes, jobs, now)
+        if found is not None:
+            if _CACHING[0]:
+                _STATE[:] = [found[0]]
+            return found
         prev = None
     ids = list(map(id, jobs))
     current = set(ids)
@@ -189,8 +209,12 @@ def backlog(
             else:
                 quiet.append(e)
         b = _fresh(quiet, config, now)
+        b.names = set(map(_KEY, jobs))
     else:
         b, others = _update(prev, gone, new, now)
+        b.names = None
+    b.jobs = jobs
+    b.others = {id(v): v for v in others}
     if _CACHING[0]:
         _STATE[:] = [b]
     return b, others
@@ -207,11 +231,30 @@ def _unique(prev: Backlog, gone: list[int], new: list[JobView]) -> bool:
     return not any(k in held and k not in dropped for k in keys)
 
 
+def _successor(b: Backlog, *, jobs: Sequence[JobView], names: set[str] | None) -> Backlog:
+    """A new holder of ``b``'s parts (``admitted`` empty), so that the old keys stay as they are
+    (:class:`_Writer`); positionally, as ``dataclasses.replace`` costs several times more."""
+    return Backlog(
+        b.config,
+        b.now,
+        b.keys,
+        b.entries,
+        b.classes,
+        b.live,
+        b.by_class,
+        b.held,
+        [],
+        jobs,
+        b.others,
+        names,
+    )
+
+
 def _update(
     b: Backlog, gone: list[int], new: list[JobView], now: datetime
 ) -> tuple[Backlog, list[JobView]]:
     """The previous backlog, changed to this pass (see the contract)."""
-    b = replace(b, admitted=[])  # a new holder of the same parts: the old keys stay as they are
+    b = _successor(b, jobs=b.jobs, names=b.names)
     w = _Writer(b)
     live = b.live
     for i in gone:
@@ -230,3 +273,52 @@ def _update(
         b.held.add(view.key)
         w.insert(found, found.key)
     return b, others
+
+
+def _from_changes(
+    prev: Backlog, ch: JobChanges, jobs: Sequence[JobView], now: datetime
+) -> tuple[Backlog, list[JobView]] | None:
+    """The previous backlog changed by ``ch`` (see the contract); ``None`` when the change is
+    large, or a duplicate key (or a view gone that was not there) calls for a rebuild."""
+    gone, added = ch.gone, ch.added
+    if len(jobs) != len(ch.base) - len(gone) + len(added):
+        return None
+    if len(gone) + len(added) > len(jobs) // 2 + 64:
+        return None
+    live, others = prev.live, prev.others
+    quiet_gone: list[int] = []
+    other_gone: list[int] = []
+    for v in gone:
+        e = live.get(id(v))
+        if e is not None and e.view is v:
+            quiet_gone.append(id(v))
+        elif others.get(id(v)) is v:
+            other_gone.append(id(v))
+        else:
+            return None
+    names = prev.names if prev.names is not None else set(map(_KEY, ch.base))
+    dropped = set(map(_KEY, gone))
+    keys = list(map(_KEY, added))
+    if len(set(keys)) != len(keys) or any(k in names and k not in dropped for k in keys):
+        return None
+    b = _successor(prev, jobs=jobs, names=names)
+    w = _Writer(b)
+    for i in quiet_gone:
+        e = live.pop(i)
+        b.held.discard(e.view.key)
+        w.remove(e, e.key)
+    for i in other_gone:
+        del others[i]
+    names.difference_update(dropped)
+    names.update(keys)
+    b.now = now
+    config = b.config
+    for view in added:
+        found = entry_for(view, config)
+        if found is None:
+            others[id(view)] = view
+            continue
+        live[id(view)] = found
+        b.held.add(view.key)
+        w.insert(found, found.key)
+    return b, list(others.values())

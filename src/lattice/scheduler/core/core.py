@@ -60,8 +60,10 @@ another plan: a cooldown ending, a pending timeout or refusal expiring, a deferr
 allowed (only when a replica would fit) or a running job's LAS band change.
 
 Cost: *quiet* waiting jobs (:mod:`~lattice.scheduler.core.quiet`) stay sorted from pass to pass
-(:mod:`~lattice.scheduler.core.backlog`); runs of them whose gang cannot find room are left
-waiting at once, and their decisions are built only when read. The plan is the same.
+(:mod:`~lattice.scheduler.core.backlog`, which takes ``snapshot.changes`` when given); runs of
+them whose gang cannot find room are left waiting at once, and their decisions are built only
+when read; so are the decisions of the other jobs (their changed fields are known at once). A
+running view's order key is memoised while its band and queue time stay. The plan is the same.
 """
 
 from __future__ import annotations
@@ -95,13 +97,17 @@ from lattice.scheduler.core.room import (
     place_missing,
     release_from,
 )
-from lattice.scheduler.core.state import JobState, to_decision
+from lattice.scheduler.core.state import JobState, changed_fields, to_decision
 from lattice.scheduler.core.steps import cooldown_for, grow, prepare
-from lattice.scheduler.core.types import JobView, Snapshot, Stage, Strategy
+from lattice.scheduler.core.types import JobView, SchedulerConfig, Snapshot, Stage, Strategy
 
 __all__ = ["cooldown_for", "schedule"]
 
 _NEVER = NOT_RUNNING
+_RUNNING = Stage.RUNNING  # bound once: an enum member's lookup is slow
+# id(view) -> (view, config, LAS band, queue time, rank, order key): a job's order key depends
+# on nothing else (views are immutable, so a hit is exact).
+_KEYS: dict[int, tuple[JobView, SchedulerConfig, int, datetime, int, OrderKey]] = {}
 _first = itemgetter(0)
 _Shape = tuple[PodDemand, ...]
 _NONE: frozenset[int] = frozenset()
@@ -119,7 +125,7 @@ class _Pass:
         self.las = config.strategy == Strategy.LEAST_ATTAINED_SERVICE
         self.strict = config.strategy == Strategy.STRICT_FIFO
         # The quiet jobs in order (kept across passes), and the others' working states.
-        self.q, others = backlog(jobs, config, now)
+        self.q, others = backlog(jobs, config, now, snapshot.changes)
         self.full = [JobState(view) for view in others]
         # Candidates that are not quiet, by order key (a heap).
         self.heap: list[tuple[OrderKey, JobState]] = []
@@ -146,18 +152,33 @@ class _Pass:
 
     def candidates(self) -> None:
         """Rules 1, 7, 8 and the order keys (rule 2) of every job that is not quiet."""
-        now, config = self.now, self.config
+        now, config, memo = self.now, self.config, _KEYS
+        if len(memo) > self.limit:
+            memo.clear()
         for s in self.full:
             if not prepare(s, now=now, config=config):
                 continue
             v = s.view
             at = s.queued or now
-            if self.las:
-                s.band = band = las_band(s.attained, config)
-                s.rank, at = las_position(
-                    band=band, queued_time=at, units=full_units(v), config=config
-                )
-            key = order_key(v, queued_time=at, rank=s.rank)
+            band = las_band(s.attained, config) if self.las else 0
+            hit = memo.get(id(v))
+            if (
+                hit is not None
+                and hit[0] is v
+                and hit[1] is config
+                and hit[2] == band
+                and hit[3] is at
+            ):
+                s.band, s.rank, key = band, hit[4], hit[5]
+            else:
+                queued = at
+                if self.las:
+                    s.band = band
+                    s.rank, at = las_position(
+                        band=band, queued_time=at, units=full_units(v), config=config
+                    )
+                key = order_key(v, queued_time=at, rank=s.rank)
+                memo[id(v)] = (v, config, band, queued, s.rank, key)
             s.key = key
             self.heap.append((key, s))
             self.candidate_states.append(s)
@@ -177,6 +198,9 @@ class _Pass:
         priority, and the walk is redone; the order itself does not change.
         """
         heapq.heapify(self.heap)
+        if not self.protected:  # nothing to pin: one walk
+            self._walk([])
+            return
         heap, free = list(self.heap), self.free.copy()
         saved = [(s, list(s.placed)) for s in self.holding]
         pins: list[tuple[OrderKey, JobState]] = []
@@ -311,6 +335,10 @@ class _Pass:
         s.min_shape = min_demands(s)
         if self.blocker is None:
             s.free_at_check = self.free.unit_free()
+            placed, size = s.placed, s.view.min_size
+            if len(placed) >= size and all(placed[:size]) and size:  # its minimum is placed
+                self._admitted(s)
+                return True
             if self._place(s, s.min_shape):
                 self._admitted(s)
                 return True
@@ -413,7 +441,7 @@ class _Pass:
         their new incumbency (rule 2), so that an applied plan rescheduled keeps its order."""
         keyed: list[tuple[OrderKey, str]] = []
         for s in self.ordered:
-            running = s.stage == Stage.RUNNING and s.size > 0
+            running = s.stage == _RUNNING and s.size > 0
             admitted = incumbency(running=running, admitted_time=s.since)
             rank, at = 0, s.queued or _NEVER
             if self.las:
@@ -443,13 +471,18 @@ def schedule(snapshot: Snapshot, now: datetime) -> Plan:
         if not s.admitted:
             p.explain(s)
     settle(p.ordered, now=now, config=p.config, capacity=p.total)
-    eager = {s.view.key: to_decision(s) for s in p.full}
-    eager.update((s.view.key, to_decision(s)) for s in p.from_entries)
+    touched = {s.view.key: s for s in p.full}
+    touched.update((s.view.key, s) for s in p.from_entries)
     p.q.admitted = [id(e.view) for e in p.admitted_entries]
     jobs = p.jobs
+    changed = {k: changed_fields(s) for k, s in touched.items()}
     return Plan(
         decisions=LazyDecisions(
-            eager, count=len(jobs), keys=lambda: sorted(v.key for v in jobs), build_rest=p.rest
+            changed,
+            count=len(jobs),
+            keys=lambda: sorted(v.key for v in jobs),
+            build_one=lambda key: to_decision(touched[key], changed[key]),
+            build_rest=p.rest,
         ),
         deferred_order=Deferred(p.final_order),
         next_wakeup=p.wakeup(),

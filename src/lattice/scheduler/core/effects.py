@@ -29,6 +29,9 @@ from lattice.scheduler.core.waitreason import preemption_cause
 
 __all__ = ["capacity_used", "next_wakeup", "settle", "waiting_reason"]
 
+# Enum members bound once: looking one up on its class costs more than a global's lookup.
+_RUNNING, _WAITING, _COOLDOWN = Stage.RUNNING, Stage.WAITING, Stage.REQUEUE_COOLDOWN
+
 
 def settle(
     ordered: list[JobState], *, now: datetime, config: SchedulerConfig, capacity: int
@@ -52,7 +55,7 @@ def _took_capacity(s: JobState) -> bool:
 
 def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime) -> None:
     v = s.view
-    s.stage = Stage.RUNNING
+    s.stage = _RUNNING
     size = s.size
     s.resize(size, now)
     event: Admitted | Grown | Shrunk | None = None
@@ -79,7 +82,20 @@ def _settle_admitted(s: JobState, *, beneficiary: JobState | None, now: datetime
         s.events.append(event)
         s.reason = event.message
     else:
-        s.reason = f"Running with {size} (min {v.min_size}, max {v.max_size})"
+        s.reason = _running(size, v.min_size, v.max_size)
+
+
+_REASONS: dict[tuple[int, int, int], str] = {}
+
+
+def _running(size: int, low: int, high: int) -> str:
+    """The reason of a job left running as it was (one string per size, min and max)."""
+    found = _REASONS.get((size, low, high))
+    if found is None:
+        found = f"Running with {size} (min {low}, max {high})"
+        if len(_REASONS) < 4096:
+            _REASONS[size, low, high] = found
+    return found
 
 
 def _settle_waiting(
@@ -97,7 +113,7 @@ def _settle_waiting(
         lasted = now - (v.pending_since or now)
         requeue(s, now=now, config=config, lasted=lasted, refused_on=v.refused_nodes)
         return
-    s.stage = Stage.WAITING
+    s.stage = _WAITING
     s.requeue = None
     why = waiting_reason(s, capacity)
     if s.held:
@@ -153,10 +169,12 @@ def next_wakeup(
     """Earliest instant after ``now`` at which re-running the pass could change something."""
     las = config.strategy == Strategy.LEAST_ATTAINED_SERVICE
     times: list[datetime] = []
+    crossing = math.inf  # the earliest band crossing, in seconds from now
+    bounds: dict[int, tuple[float | None]] = {}  # each band's upper bound
     for s in states:
         if s.view.finished:
             continue
-        if s.stage == Stage.REQUEUE_COOLDOWN and s.cooldown is not None:
+        if s.stage == _COOLDOWN and s.cooldown is not None:
             times.append(s.cooldown)
         if s.admitted:
             if s.requeue is not None:
@@ -169,18 +187,15 @@ def next_wakeup(
             if s.view.refused_since is not None:
                 times.append(s.view.refused_since + config.child_refusal_timeout)
             if las:
-                crossing = _band_crossing(s, now=now, config=config)
-                if crossing is not None:
-                    times.append(crossing)
+                bound = bounds.get(s.band)
+                if bound is None:
+                    bound = bounds[s.band] = (band_upper_bound(s.band, config),)
+                units = s.view.units_at(s.size)
+                if bound[0] is not None and units > 0:
+                    # When its service reaches the next band at its planned size.
+                    crossing = min(crossing, (bound[0] - s.attained) / units)
+    if crossing < math.inf:
+        # ceil and max are monotone: the earliest crossing's instant is the earliest instant.
+        times.append(now + timedelta(microseconds=max(1, math.ceil(crossing * 1_000_000))))
     future = [t for t in times if t > now]
     return min(future) if future else None
-
-
-def _band_crossing(s: JobState, *, now: datetime, config: SchedulerConfig) -> datetime | None:
-    """When a running job's service reaches the next LAS band at its planned size."""
-    bound = band_upper_bound(s.band, config)
-    units = s.view.units_at(s.size)
-    if bound is None or units <= 0:
-        return None
-    micros = max(1, math.ceil((bound - s.attained) / units * 1_000_000))
-    return now + timedelta(microseconds=micros)

@@ -125,8 +125,6 @@ class Cluster:
         self._reaches: dict[Constraint, int] = {}
         self._ids: dict[int, tuple[Constraint, tuple[int, ...], frozenset[int] | None]] = {}
 
-    # ------------------------------------------------------------------ state
-
     def copy(self) -> Cluster:
         clone = object.__new__(Cluster)
         clone.resources, clone._index = self.resources, self._index
@@ -409,7 +407,9 @@ class Cluster:
         """Place every pod or none; their nodes in input order. Largest first; a gang of
         several kinds of pod that does not fit so is tried once more scarcest kind first (the
         kind with the fewest node slots to spare), when every kind has slots enough alone."""
-        order = sorted(range(len(demands)), key=lambda j: self._size_key(demands[j]))
+        order: Sequence[int] = range(n := len(demands))
+        if n > 1 and demands.count(demands[0]) < n:  # else one kind: sorting keeps the order
+            order = sorted(order, key=lambda j: self._size_key(demands[j]))
         out = self._place_in(demands, order, exclude)
         if out is not None or len(set(demands)) < 2:
             return out

@@ -16,7 +16,6 @@ scarce demands only.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from lattice.scheduler.core.model import PodDemand
@@ -53,7 +52,9 @@ class ReleaseProbe:
     ) -> None:
         self._cluster = cluster
         self._exclude = exclude
-        wanted = Counter(demands)
+        wanted: dict[PodDemand, int] = {}  # a Counter, in first-seen order (cheaper to build)
+        for d in demands:
+            wanted[d] = wanted.get(d, 0) + 1
         room = {d: cluster.fit_count(d, exclude) for d in wanted}
         short = {d: n for d, n in wanted.items() if room[d] < n}
         self.scarce: dict[PodDemand, int] = short if short and not every else dict(wanted)

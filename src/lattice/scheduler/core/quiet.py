@@ -8,9 +8,10 @@ Contract (internal to the core; neither changes any result, both only skip work)
   :func:`entry_for` memoises them per view object (by identity, holding the view, so an id is
   never reused while its entry lives). Views are immutable, so a hit is always exact; the memo
   is cleared when it outgrows the snapshots it serves.
-- :class:`LazyDecisions` is the read-only mapping a plan exposes. Decisions of jobs the pass
-  touched are built eagerly; those of quiet jobs it left waiting (no persisted field changes,
-  only ``queue_position`` and ``reason``) are built by ``build_rest`` on first access to any of
+- :class:`LazyDecisions` is the read-only mapping a plan exposes. The changed fields of the
+  jobs the pass touched are known at once, and each one's decision is built on first access
+  to it; those of quiet jobs it left waiting (no persisted field changes, only
+  ``queue_position`` and ``reason``) are built by ``build_rest`` on first access to any of
   them. Iteration is in plan-key order.
 """
 
@@ -105,33 +106,42 @@ def trim_memo(live: int) -> None:
 
 
 class LazyDecisions(Mapping[str, Decision]):
-    """Decisions by plan key: ``eager`` ones now, the others from ``build_rest`` when asked."""
+    """Decisions by plan key: those of the jobs in ``changed`` (their changed fields) from
+    ``build_one`` on first access to each, the others from ``build_rest`` when asked."""
 
-    __slots__ = ("_all", "_build_rest", "_count", "_eager", "_keys")
+    __slots__ = ("_all", "_build_one", "_build_rest", "_built", "_changed", "_count", "_keys")
 
     def __init__(
         self,
-        eager: dict[str, Decision],
+        changed: dict[str, frozenset[str]],
         *,
         count: int,
         keys: Callable[[], list[str]],
+        build_one: Callable[[str], Decision],
         build_rest: Callable[[], dict[str, Decision]],
     ) -> None:
-        self._eager = eager
+        self._changed = changed
         self._count = count
         self._keys = keys
+        self._build_one = build_one
         self._build_rest = build_rest
+        self._built: dict[str, Decision] = {}
         self._all: dict[str, Decision] | None = None
 
     def _complete(self) -> dict[str, Decision]:
         if self._all is None:
-            merged = {**self._build_rest(), **self._eager}
+            merged = self._build_rest()
+            merged.update((k, self[k]) for k in self._changed)
             self._all = {k: merged[k] for k in self._keys()}
         return self._all
 
     def __getitem__(self, key: str) -> Decision:
-        found = self._eager.get(key)
-        return found if found is not None else self._complete()[key]
+        found = self._built.get(key)
+        if found is None:
+            if key not in self._changed:
+                return self._complete()[key]
+            found = self._built[key] = self._build_one(key)
+        return found
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._complete())
@@ -140,11 +150,11 @@ class LazyDecisions(Mapping[str, Decision]):
         return self._count
 
     def changed_keys(self, *, include_accounting: bool) -> tuple[str, ...]:
-        """Keys of decisions that changed persisted state (only eager ones can), sorted."""
+        """Keys of decisions that changed persisted state (only those in ``changed`` can),
+        sorted."""
         keys = [
             k
-            for k, d in self._eager.items()
-            if d.changed_fields
-            and (include_accounting or not d.changed_fields <= ACCOUNTING_FIELDS)
+            for k, fields in self._changed.items()
+            if fields and (include_accounting or not fields <= ACCOUNTING_FIELDS)
         ]
         return tuple(sorted(keys))

@@ -64,7 +64,9 @@ def reserved(
     """The cluster with ``holding``'s placements reserved (see the contract)."""
     pristine = _pristine(nodes, limit)
     kept = _KEPT[0] if _KEPT and caching() else None
-    if kept is None or any(refusals(s.view, now=now, grace=grace) for s in holding):
+    if kept is None or any(
+        s.view.refused_nodes and refusals(s.view, now=now, grace=grace) for s in holding
+    ):
         cluster = pristine.copy()
         for s in holding:
             reserve_running(s, cluster, refusals(s.view, now=now, grace=grace))
@@ -72,8 +74,13 @@ def reserved(
         return cluster.copy()
     held = kept.held
     ids = {id(s.view): s for s in holding}
-    gone = [held[i] for i in held.keys() - ids.keys()]
+    gone_ids = held.keys() - ids.keys()
+    gone = [held[i] for i in gone_ids]
     new = [s for i, s in ids.items() if i not in held]
+    if not gone and not new:  # the same running views: the kept cluster as it is
+        for i, s in ids.items():
+            s.placed, s.exclude = list(held[i][1]), frozenset()
+        return kept.cluster.copy()
     if any(v.pod_demand(i).exclusive for v, placed in gone for i in range(len(placed))) or any(
         s.view.pod_demand(i).exclusive for s in new for i in range(s.held)
     ):
@@ -89,7 +96,12 @@ def reserved(
     for i, s in ids.items():
         if i in held:
             s.placed, s.exclude = list(held[i][1]), frozenset()
-    _keep(nodes, pristine, cluster, holding)
+    # What _keep would keep (nothing here has an exclusion): the kept ids, changed.
+    now_held = dict(held)
+    for i in gone_ids:
+        del now_held[i]
+    now_held.update((id(s.view), (s.view, tuple(s.placed))) for s in new)
+    _KEPT[:] = [_Kept(nodes=nodes, pristine=pristine, cluster=cluster, held=now_held)]
     return cluster.copy()
 
 

@@ -27,7 +27,6 @@ Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 
@@ -79,15 +78,28 @@ def growth_floor(s: JobState) -> int:
     return s.view.min_size
 
 
+# id(view) -> (view, its minimum's demands): views are immutable, so a hit is exact.
+_SHAPES: dict[int, tuple[JobView, tuple[PodDemand, ...]]] = {}
+
+
 def min_demands(s: JobState) -> tuple[PodDemand, ...]:
-    """The demands of the pods of ``s``'s minimum, by index."""
+    """The demands of the pods of ``s``'s minimum, by index (memoised per view)."""
     v = s.view
-    return tuple(v.pod_demand(i) for i in range(v.min_size))
+    hit = _SHAPES.get(id(v))
+    if hit is not None and hit[0] is v:
+        return hit[1]
+    if len(_SHAPES) > 8192:
+        _SHAPES.clear()
+    shape = tuple(v.pod_demand(i) for i in range(v.min_size))
+    _SHAPES[id(v)] = (v, shape)
+    return shape
 
 
 def missing(s: JobState, upto: int) -> list[int]:
     """Indices below ``upto`` that have no node."""
     placed = s.placed
+    if len(placed) >= upto and all(placed[:upto]):
+        return []
     return [i for i in range(upto) if i >= len(placed) or not placed[i]]
 
 
@@ -194,7 +206,7 @@ class Holders:
     """The jobs holding reserved pods at the start of a pass, in scheduling order, and those
     of them holding growth (pruned as their growth is released)."""
 
-    __slots__ = ("_classes", "_relevant", "all", "gen", "growers", "most", "no_room")
+    __slots__ = ("_classes", "_relevant", "all", "gen", "growers", "most", "no_fit", "no_room")
 
     def __init__(self, states: Sequence[JobState]) -> None:
         self.all = list(states)
@@ -203,6 +215,9 @@ class Holders:
         # generation then: while nothing is released, a later job's replica finds none either
         # (it may take less growth: only that of jobs later than itself).
         self.no_room: dict[tuple[PodDemand, frozenset[int]], int] = {}
+        # Growth replicas that did not fit on the free nodes, with the release generation
+        # then: while nothing is released the free room only shrinks, so they fit no better.
+        self.no_fit: dict[tuple[PodDemand, frozenset[int]], int] = {}
         # The most pods of a demand that found room after releasing everything make_room may
         # take, with the generation, order key and priority then: a later job of no higher
         # priority in the same generation may take no more (its candidates are a subset), so
@@ -222,7 +237,7 @@ class Holders:
         ``remember``: not kept for later calls (asked while pods are released for a while,
         when a holder's growth is missing that may be given back)."""
         if self._classes is None:
-            self._classes = {id(h): cluster.classes_of(h.placed) for h in self.all}
+            self._classes = {id(h): _classes_of(h.placed, cluster) for h in self.all}
         hit = self._relevant.get(classes)
         if hit is None:
             of = self._classes
@@ -251,6 +266,25 @@ class Holders:
                 yield h
 
 
+# The node classes of a tuple of node names, for the cluster (by its node index) they were
+# found on: a running job's pods mostly sit where they sat in the last pass.
+_OWNER: list[dict[str, int]] = []
+_CLASSES: dict[tuple[str, ...], frozenset[int]] = {}
+
+
+def _classes_of(placed: list[str], cluster: Cluster) -> set[int]:
+    """``cluster.classes_of(placed)`` (a new set), memoised per cluster node index."""
+    memo = _CLASSES
+    if not _OWNER or _OWNER[0] is not cluster.node_index or len(memo) > 4096:
+        memo.clear()
+        _OWNER[:] = [cluster.node_index]
+    key = tuple(placed)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = frozenset(cluster.classes_of(placed))
+    return set(found)
+
+
 def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool = True) -> bool:
     """Preempt for the missing minimum of ``s`` (see the contract); without ``minimums``
     only growth is taken."""
@@ -265,7 +299,7 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
     # A dry run first: release nothing until the steps so far would give the gang room
     # (ReleaseProbe's necessary condition); none do, and nothing is touched.
     memo = (s.exclude, minimums) if not s.placed else None
-    if memo is not None and _known_short(holders, Counter(demands), memo, key, v.priority):
+    if memo is not None and _known_short(holders, demands, memo, key, v.priority):
         return False
     probe = ReleaseProbe(cluster, demands, s.exclude)
     steps: list[tuple[JobState, int]] = []
@@ -370,13 +404,16 @@ def _always(node: str) -> bool:
 
 def _known_short(
     holders: Holders,
-    wanted: Counter[PodDemand],
+    demands: list[PodDemand],
     memo: tuple[frozenset[int], bool],
     key: OrderKey,
     priority: int,
 ) -> bool:
     """Whether :attr:`Holders.most` already shows that some demand cannot get its pods."""
     gen = holders.gen
+    wanted: dict[PodDemand, int] = {}
+    for d in demands:
+        wanted[d] = wanted.get(d, 0) + 1
     for d, n in wanted.items():
         hit = holders.most.get((d, *memo))
         if hit is None or hit[0] != gen or key < hit[1] or priority > hit[2]:

@@ -8,6 +8,8 @@ mutated only by the steps of a single ``schedule`` call, and is turned into an i
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import compress
+from operator import ne
 
 from lattice.scheduler.core.events import SchedulerEvent
 from lattice.scheduler.core.model import PodDemand
@@ -16,7 +18,10 @@ from lattice.scheduler.core.plan import Decision
 from lattice.scheduler.core.types import JobView, Stage
 from lattice.scheduler.core.waitreason import classify
 
-__all__ = ["JobState", "to_decision"]
+__all__ = ["JobState", "changed_fields", "to_decision"]
+
+# Enum members bound once: looking one up on its class costs more than a global's lookup.
+_RUNNING = Stage.RUNNING
 
 
 class JobState:
@@ -69,7 +74,7 @@ class JobState:
         self.attained = view.attained_service
         self.updated = view.service_updated_at
         # Size the job runs at on input: what it holds and accrues service on.
-        self.held = view.current_size if view.stage == Stage.RUNNING else 0
+        self.held = view.current_size if view.stage == _RUNNING else 0
         # When the job was admitted; settle() moves it to now for a job admitted from 0.
         self.since = view.admitted_time if self.held else None
         self.position: int | None = None
@@ -120,10 +125,12 @@ if Decision._fields[1:12] != _NAMES:  # pragma: no cover - guards the positional
     raise ImportError("Decision's persisted fields must follow _NAMES, in order")
 
 
-def to_decision(state: JobState) -> Decision:
-    """Freeze ``state`` into a :class:`Decision`, naming the persisted fields that changed."""
-    v = state.view
-    new = (
+_T = datetime | None
+_Persisted = tuple[str, int, _T, _T, _T, _T, int, _T, float, _T, _T]
+
+
+def _persisted(state: JobState) -> _Persisted:
+    return (
         state.stage,
         state.size,
         state.submit,
@@ -135,6 +142,40 @@ def to_decision(state: JobState) -> Decision:
         state.attained,
         state.updated,
         state.since if state.size > 0 else None,
+    )
+
+
+def _placement(state: JobState) -> tuple[str, ...]:
+    return tuple(state.placed[: state.size]) if state.size > 0 else ()
+
+
+# Which persisted fields differ (one flag each) -> their names.
+_CHANGED: dict[tuple[bool, ...], frozenset[str]] = {}
+# By which of attained_service (1) and service_updated_at (2) differ.
+_ACCOUNTING = (
+    _UNCHANGED,
+    frozenset(_NAMES[8:9]),
+    frozenset(_NAMES[9:10]),
+    frozenset(_NAMES[8:10]),
+)
+
+
+def changed_fields(state: JobState) -> frozenset[str]:
+    """The persisted fields of ``state`` that differ from its view (placement included)."""
+    v = state.view
+    size = state.size
+    new = (  # _persisted(state), inlined: a pass calls this for every job it touched
+        state.stage,
+        size,
+        state.submit,
+        state.queued,
+        state.requeue,
+        state.cooldown,
+        state.count,
+        state.last_resize,
+        state.attained,
+        state.updated,
+        state.since if size > 0 else None,
     )
     old = (
         v.stage,
@@ -150,20 +191,33 @@ def to_decision(state: JobState) -> Decision:
         v.admitted_time,
     )
     changed = _UNCHANGED
-    if new != old:
-        changed = frozenset(name for name, a, b in zip(_NAMES, new, old, strict=True) if a != b)
+    if new != old and new[:8] == old[:8] and new[10] == old[10]:
+        # Only the service accounting (a running job's usual change).
+        changed = _ACCOUNTING[(new[8] != old[8]) + 2 * (new[9] != old[9])]
+    elif new != old:
+        flags = tuple(map(ne, new, old))
+        changed = _CHANGED.get(flags) or _CHANGED.setdefault(
+            flags, frozenset(compress(_NAMES, flags))
+        )
+    if (tuple(state.placed[:size]) if size > 0 else ()) != v.placement:  # _placement(state)
+        changed = changed | {"placement"}
+    return changed
+
+
+def to_decision(state: JobState, changed: frozenset[str] | None = None) -> Decision:
+    """Freeze ``state`` into a :class:`Decision`, naming the persisted fields that changed
+    (``changed``: :func:`changed_fields` of ``state``, if known)."""
+    if changed is None:
+        changed = changed_fields(state)
     # Positionally (``_NAMES`` are the fields after ``key``, in order): keywords cost 2.9 us a
     # decision against 0.7, and a pass builds one per job.
-    placement = tuple(state.placed[: state.size]) if state.size > 0 else ()
-    if placement != v.placement:
-        changed = changed | {"placement"}
     return Decision(
-        v.key,
-        *new,
+        state.view.key,
+        *_persisted(state),
         state.position,
         state.reason,
         tuple(state.events),
         changed,
-        placement,
+        _placement(state),
         *classify(state),
     )

@@ -23,6 +23,10 @@ __all__ = ["cooldown_for", "grow", "grow_one", "prepare"]
 
 _OWNED = frozenset({Stage.NEW, Stage.WAITING, Stage.RUNNING, Stage.REQUEUE_COOLDOWN})
 
+# Enum members bound once: looking one up on its class costs more than a global's lookup.
+_NEW, _WAITING, _RUNNING = Stage.NEW, Stage.WAITING, Stage.RUNNING
+_COOLDOWN = Stage.REQUEUE_COOLDOWN
+
 
 def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
     """Rules 1, 7 and 8 for one job; return whether it is a candidate."""
@@ -36,7 +40,7 @@ def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
         s.stage, s.size, s.requeue = Stage.WRONG, 0, None
         s.reason = f"Invalid: {problem}"
         return False
-    if v.stage == Stage.RUNNING:
+    if v.stage == _RUNNING:
         _accrue(s, now)
     if v.suspended:
         s.stage, s.queued, s.requeue, s.cooldown = Stage.WAITING, None, None, None
@@ -46,23 +50,23 @@ def prepare(s: JobState, *, now: datetime, config: SchedulerConfig) -> bool:
         s.resize(0, now)
         s.reason = "Suspended"
         return False
-    if v.stage == Stage.REQUEUE_COOLDOWN:
+    if v.stage == _COOLDOWN:
         s.requeue = None
         if s.cooldown is not None and s.cooldown > now:
             s.resize(0, now)
             s.reason = f"Cooling down until {format_time(s.cooldown)}"
             return False
-        s.stage, s.queued, s.cooldown = Stage.WAITING, now, None
+        s.stage, s.queued, s.cooldown = _WAITING, now, None
         s.events.append(CooldownOver())
-    elif v.stage == Stage.NEW or s.queued is None:
-        s.stage, s.queued = Stage.WAITING, now
+    elif v.stage == _NEW or s.queued is None:
+        s.stage, s.queued = _WAITING, now
         s.events.append(Queued())
     s.submit = s.submit or now
-    refused = v.refused_since if v.stage == Stage.RUNNING and v.current_size > 0 else None
+    refused = v.refused_since if v.stage == _RUNNING and v.current_size > 0 else None
     if refused is not None and now - refused >= config.child_refusal_timeout:
         requeue(s, now=now, config=config, lasted=now - refused, refused_by=v.refused_message)
         return False
-    if v.stage != Stage.RUNNING or v.pending_since is None:
+    if v.stage != _RUNNING or v.pending_since is None:
         s.requeue = None
         return True
     started = v.requeue_time if v.requeue_time is not None else v.pending_since
@@ -93,6 +97,7 @@ def grow(
     """Rules 4 and 6: grow admitted jobs toward their target, in order."""
     if holders is not None:
         holders.no_room = {}  # the walk's memo was for its order: this walk starts again
+        holders.no_fit = {}
     for s in ordered:
         if s.admitted:
             grow_one(s, free=free, now=now, config=config, holders=holders)
@@ -121,6 +126,8 @@ def grow_one(
         deferred = True
     placed = s.placed
     size = v.min_size
+    if size < len(placed) and all(placed[size:]):
+        size = len(placed)  # every pod placed: the loop below, at once
     while size < len(placed) and placed[size]:
         size += 1
     if size < len(placed):
@@ -134,7 +141,9 @@ def grow_one(
             holders.gen += 1
     while size < target:
         d = v.pod_demand(size)
-        node = free.place(d, s.exclude) or _take_growth(s, d, free=free, holders=holders)
+        node = _place(d, s.exclude, free=free, holders=holders) or _take_growth(
+            s, d, free=free, holders=holders
+        )
         if node is None:
             break
         placed.append(node)
@@ -148,9 +157,25 @@ def grow_one(
     )
 
 
+def _place(
+    d: PodDemand, exclude: frozenset[int], *, free: Cluster, holders: Holders | None
+) -> str | None:
+    """``free.place(d, exclude)``, skipped when it failed since the last release (a release
+    bumps ``holders.gen``; between two, pods are only placed, or released and put back)."""
+    if holders is None:
+        return free.place(d, exclude)
+    memo = (d, exclude)
+    if holders.no_fit.get(memo) == holders.gen:
+        return None
+    node = free.place(d, exclude)
+    if node is None:
+        holders.no_fit[memo] = holders.gen
+    return node
+
+
 def _would_fit(s: JobState, d: PodDemand, *, free: Cluster, holders: Holders | None) -> bool:
     """Whether ``d`` fits now, or would by taking growth of later jobs; nothing changes."""
-    node = free.place(d, s.exclude)
+    node = _place(d, s.exclude, free=free, holders=holders)
     if node is not None:
         free.release(node, d)
         return True

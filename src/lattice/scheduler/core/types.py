@@ -19,6 +19,7 @@ from lattice.primitives.keys import kind_key as job_key
 from lattice.scheduler.core.model import UNIT_RESOURCE, PodDemand, Resources, Taint, resources
 
 __all__ = [
+    "JobChanges",
     "JobView",
     "NodeView",
     "SchedulerConfig",
@@ -208,7 +209,10 @@ class JobView:
         """Units held by this job at ``size`` (0 for size 0)."""
         if size <= 0:
             return 0
-        return sum(self.fixed_pods) + (size - len(self.fixed_pods)) * self.replica_units
+        fixed = self.fixed_pods
+        if not fixed:
+            return size * self.replica_units
+        return sum(fixed) + (size - len(fixed)) * self.replica_units
 
     def problem(self) -> str | None:
         """Why this view cannot be scheduled, or ``None`` when it is valid."""
@@ -226,9 +230,23 @@ class JobView:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JobChanges:
+    """How a snapshot's ``jobs`` differ from ``base``, an earlier snapshot's ``jobs`` tuple: they
+    are ``base`` without the views in ``gone`` and with those in ``added`` (by identity, order
+    aside). A caller that gives it must make it true; it only lets a pass find what changed
+    without comparing every view, and the plan is the same without it."""
+
+    base: tuple[JobView, ...]
+    gone: tuple[JobView, ...]
+    added: tuple[JobView, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
-    """Everything one scheduling pass sees. Input order of ``nodes`` and ``jobs`` is irrelevant."""
+    """Everything one scheduling pass sees. Input order of ``nodes`` and ``jobs`` is irrelevant.
+    ``changes`` (optional, see :class:`JobChanges`) never changes the plan."""
 
     nodes: tuple[NodeView, ...]
     jobs: tuple[JobView, ...]
     config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    changes: JobChanges | None = field(default=None, compare=False, repr=False)
