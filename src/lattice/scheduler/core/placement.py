@@ -16,7 +16,8 @@ Contract (internal to the core; mutable, one per pass, copied with :meth:`Cluste
 - :meth:`Cluster.place_all` places a gang all or nothing, the pods that may use the fewest
   nodes first, then exclusive pods, then the largest (by the same order), and returns each
   pod's node in input order; a gang of several kinds of pod that does not fit so is tried once
-  more, the kind with the fewest node slots to spare first (stable within that).
+  more, the kind with the fewest node slots to spare first (stable within that), then by a
+  bounded search over buckets (:func:`~lattice.scheduler.core.packing.search`).
   :meth:`Cluster.reserve` puts a pod on a named node with no fit check (a persisted placement
   is kept even where the node is now over-committed: negative free never fits anything new);
   :meth:`Cluster.release` undoes one.
@@ -32,6 +33,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
 
 from lattice.scheduler.core.model import UNIT_RESOURCE, Constraint, PodDemand
+from lattice.scheduler.core.packing import greedy, search
 from lattice.scheduler.core.placement_text import why
 from lattice.scheduler.core.types import NodeView
 
@@ -259,28 +261,32 @@ class Cluster:
         self._apply(i, d, 1)
         return True
 
-    def groups(
+    def buckets(
         self, d: PodDemand, exclude: frozenset[int] = frozenset(), *, first: bool = False
-    ) -> Iterator[tuple[tuple[int, ...], int, int]]:
-        """The nodes ``d``'s constraint admits, outside ``exclude``, as (free vector, state,
-        node count) groups (state 0: no Lattice pod, 1: some, 2: an exclusive one); with
-        ``first``, only groups holding the demand's first requested resource."""
+    ) -> Iterator[tuple[tuple[int, ...], int, list[int]]]:
+        """The nodes ``d``'s constraint admits, outside ``exclude``, by bucket: (free vector,
+        state, node indices ascending), state 0: no Lattice pod, 1: some, 2: an exclusive one;
+        with ``first``, only buckets holding the demand's first requested resource. A list is
+        valid until the cluster next changes."""
         vec = self._vector(d)
         allowed = self._allowed_of(d.constraint)
         low = ((vec[0][1],),) if first and vec and vec[0][0] == 0 else None
         for cid in self._eligible_classes(d.constraint):
             keys, bucket = self._keys[cid], self._buckets[cid]
             for j in range(0 if low is None else bisect_left(keys, low), len(keys)):
-                free, state = keys[j]
                 nodes = bucket[keys[j]]
                 if exclude or allowed is not None:
-                    n = sum(
-                        1 for i in nodes if i not in exclude and (allowed is None or i in allowed)
-                    )
-                else:
-                    n = len(nodes)
-                if n:
-                    yield free, state, n
+                    ok = allowed
+                    nodes = [i for i in nodes if i not in exclude and (ok is None or i in ok)]
+                if nodes:
+                    yield keys[j][0], keys[j][1], nodes
+
+    def groups(
+        self, d: PodDemand, exclude: frozenset[int] = frozenset(), *, first: bool = False
+    ) -> Iterator[tuple[tuple[int, ...], int, int]]:
+        """:meth:`buckets` with node counts for node lists."""
+        for free, state, nodes in self.buckets(d, exclude, first=first):
+            yield free, state, len(nodes)
 
     def fit_count(self, d: PodDemand, exclude: frozenset[int] = frozenset()) -> int:
         """How many pods ``d`` fit on the cluster now, each node taken alone (an exclusive pod
@@ -290,12 +296,12 @@ class Cluster:
             return 0 if vec else len(self.names)
         exclusive = d.exclusive
         out = 0
-        for free, state, n in self.groups(d, exclude, first=True):
+        for free, state, nodes in self.buckets(d, exclude, first=True):
             if state == 2 or (exclusive and state == 1):
                 continue
             m = min(free[k] // q for k, q in vec)
             if m > 0:
-                out += n if exclusive else n * m
+                out += len(nodes) if exclusive else len(nodes) * m
         return out
 
     def covers(self, demands: Iterable[PodDemand]) -> bool:
@@ -406,11 +412,12 @@ class Cluster:
     ) -> list[str] | None:
         """Place every pod or none; their nodes in input order. Largest first; a gang of
         several kinds of pod that does not fit so is tried once more scarcest kind first (the
-        kind with the fewest node slots to spare), when every kind has slots enough alone."""
+        kind with the fewest node slots to spare), when every kind has slots enough alone, then
+        by :func:`~lattice.scheduler.core.packing.search` in that order."""
         order: Sequence[int] = range(n := len(demands))
         if n > 1 and demands.count(demands[0]) < n:  # else one kind: sorting keeps the order
             order = sorted(order, key=lambda j: self._size_key(demands[j]))
-        out = self._place_in(demands, order, exclude)
+        out = greedy(self, demands, order, exclude)
         if out is not None or len(set(demands)) < 2:
             return out
         wanted: dict[PodDemand, int] = {}
@@ -420,22 +427,8 @@ class Cluster:
         if any(v < 0 for v in spare.values()):
             return None
         order = sorted(order, key=lambda j: spare[demands[j]])
-        return self._place_in(demands, order, exclude)
-
-    def _place_in(
-        self, demands: Sequence[PodDemand], order: Sequence[int], exclude: frozenset[int]
-    ) -> list[str] | None:
-        out: list[str] = [""] * len(demands)
-        done: list[int] = []
-        for j in order:
-            node = self.place(demands[j], exclude)
-            if node is None:
-                for k in done:
-                    self.release(out[k], demands[k])
-                return None
-            out[j] = node
-            done.append(j)
-        return out
+        out = greedy(self, demands, order, exclude)
+        return out if out is not None else search(self, demands, order, exclude)
 
     def fits_all(self, demands: Sequence[PodDemand], exclude: frozenset[int] = frozenset()) -> bool:
         """Whether :meth:`place_all` would succeed; the cluster is left unchanged."""
