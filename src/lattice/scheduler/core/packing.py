@@ -135,8 +135,8 @@ def _has_slots(
     cluster: Cluster, d: PodDemand, want: int, exclude: frozenset[int], spent: _Spent
 ) -> bool:
     vec = cluster.vector(d)
-    if not vec:
-        return True
+    if not vec or vec[0][0] < 0:
+        return not vec
     got = 0
     for free, state, nodes in cluster.buckets(d, exclude, first=True):
         spent.n += 1
