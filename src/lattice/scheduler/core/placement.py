@@ -408,12 +408,16 @@ class Cluster:
         return self.names[i]
 
     def place_all(
-        self, demands: Sequence[PodDemand], exclude: frozenset[int] = frozenset()
+        self,
+        demands: Sequence[PodDemand],
+        exclude: frozenset[int] = frozenset(),
+        *,
+        thorough: bool = True,
     ) -> list[str] | None:
         """Place every pod or none; their nodes in input order. Largest first; a gang of
         several kinds of pod that does not fit so is tried once more scarcest kind first (the
         kind with the fewest node slots to spare), when every kind has slots enough alone, then
-        by :func:`~lattice.scheduler.core.packing.search` in that order."""
+        (when ``thorough``) by :func:`~lattice.scheduler.core.packing.search` in that order."""
         order: Sequence[int] = range(n := len(demands))
         if n > 1 and demands.count(demands[0]) < n:  # else one kind: sorting keeps the order
             order = sorted(order, key=lambda j: self._size_key(demands[j]))
@@ -428,7 +432,9 @@ class Cluster:
             return None
         order = sorted(order, key=lambda j: spare[demands[j]])
         out = greedy(self, demands, order, exclude)
-        return out if out is not None else search(self, demands, order, exclude)
+        if out is not None or not thorough:
+            return out
+        return search(self, demands, order, exclude)
 
     def fits_all(self, demands: Sequence[PodDemand], exclude: frozenset[int] = frozenset()) -> bool:
         """Whether :meth:`place_all` would succeed; the cluster is left unchanged."""

@@ -21,7 +21,8 @@ Contract (internal to the core; the rules are stated in :mod:`lattice.scheduler.
   released for real only on nodes where a scarce pod then fits, or that are over-committed:
   elsewhere the gang's placement is the same and every pod would be given back, so they stay.
   When the gang still does not fit together, holders are then released one at a time where any
-  pod of the gang may go (a scarce pod may have pushed another off the node it fitted on).
+  pod of the gang may go (a scarce pod may have pushed another off the node it fitted on),
+  the gang tried greedily after each and, once all are released, by the bounded search too.
 - :func:`release_from` releases a job's pods from an index up, highest index first.
 """
 
@@ -360,12 +361,24 @@ def make_room(s: JobState, holders: Holders, cluster: Cluster, *, minimums: bool
         usable=usable,
         minimums=minimums,
     )
+    # One holder at a time, the gang tried greedily after each (a search per step would cost a
+    # search budget per holder); once every candidate is released, by the search as well.
     for h, start in rest:
         released.append(_take(h, cluster, start, _always))
         if _place_gang(
-            s, todo=todo, demands=demands, cluster=cluster, released=released, holders=holders
+            s,
+            todo=todo,
+            demands=demands,
+            cluster=cluster,
+            released=released,
+            holders=holders,
+            thorough=False,
         ):
             return True
+    if rest and _place_gang(
+        s, todo=todo, demands=demands, cluster=cluster, released=released, holders=holders
+    ):
+        return True
     for r in reversed(released):
         _give_back(r.h, cluster, r, check=False)
     return False
@@ -460,11 +473,13 @@ def _place_gang(
     cluster: Cluster,
     released: list[_Released],
     holders: Holders,
+    thorough: bool = True,
 ) -> bool:
-    """Place the gang now; on success give back what still fits (see the contract)."""
+    """Place the gang now (a search only when ``thorough``); on success give back what still
+    fits (see the contract)."""
     if not cluster.covers(demands):
         return False
-    nodes = cluster.place_all(demands, s.exclude)
+    nodes = cluster.place_all(demands, s.exclude, thorough=thorough)
     if nodes is None:
         return False
     _fill(s, todo, nodes)
