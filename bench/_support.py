@@ -56,6 +56,7 @@ from lattice.kube.resources import (
     SERVICES,
     Resource,
 )
+from lattice.primitives.objects import Obj
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the benches share tests.support with the unit tests
@@ -65,7 +66,6 @@ RUN = Path(os.environ.get("LATTICE_CLUSTER_DIR", REPO / ".cluster"))
 POOL_LABEL = "lattice.bench/pool"
 JOB_LABEL = "training.kubeflow.org/job-name"
 clock = RealClock()
-Obj = dict[str, Any]
 JobFactory = Callable[[str], Obj]
 Ready = Callable[[subprocess.Popen[bytes], Path], Awaitable[None]]
 

@@ -30,10 +30,10 @@ from typing import Any
 
 from lattice.clock import RealClock
 from lattice.primitives.keys import object_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import POD_INDEXES, pod_info, strip_managed_fields
 from lattice.runtime.store import Store
 
-Obj = dict[str, Any]
 NAMESPACES = 20
 PODS_PER_JOB = 8
 NODES = 1000

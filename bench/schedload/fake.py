@@ -23,10 +23,9 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from _support import Obj
-
 from lattice.clock import RealClock
 from lattice.kube.resources import NODES, PODS, SERVICES, Resource
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from schedload.common import MANAGED, TRAININGJOBS
 from schedload.world import MemWorld

@@ -22,7 +22,6 @@ from _support import (
     JOB_LABEL,
     RUN,
     Namespaces,
-    Obj,
     Pinning,
     Watcher,
     bare_pod,
@@ -42,6 +41,7 @@ from _support import (
 from lattice.kube.client import KubeClient, connect
 from lattice.kube.errors import ApiError, NotFound
 from lattice.kube.resources import NAMESPACES, PODS
+from lattice.primitives.objects import Obj
 from schedload.common import (
     CLASS_LABEL,
     GPU,

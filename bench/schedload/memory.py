@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from _support import (
-    Obj,
     clock,
     proc_status,
 )
 
 from lattice.clock import RealClock
 from lattice.kube.client import KubeClient
+from lattice.primitives.objects import Obj
 from schedload.common import GPU, MANAGED, print_setup
 from schedload.fake import WorldClock, caught_up, events_sent, load, status_patches, until
 from schedload.world import MemWorld

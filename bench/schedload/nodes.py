@@ -9,8 +9,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime, timedelta
 
-from _support import Obj
-
+from lattice.primitives.objects import Obj
 from schedload.common import GPU
 from schedload.objects import fields_v1, managed, ts
 

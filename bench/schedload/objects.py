@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from _support import Obj
+from lattice.primitives.objects import Obj
 
 __all__ = ["fields_v1", "managed", "ts"]
 

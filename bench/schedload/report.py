@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from _support import (
-    Obj,
     apiserver_metrics,
     clock,
     is_file,
@@ -27,6 +26,7 @@ from _support import (
     request_key,
 )
 
+from lattice.primitives.objects import Obj
 from schedload.common import write_text
 
 if TYPE_CHECKING:

@@ -15,10 +15,10 @@ from datetime import datetime, timedelta
 
 from _support import (
     JOB_LABEL,
-    Obj,
 )
 
 from lattice.clock import RealClock
+from lattice.primitives.objects import Obj
 from schedload.common import GPU, PRIORITIES
 from schedload.nodes import NodeObjects
 from schedload.objects import fields_v1, managed, ts

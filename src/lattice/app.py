@@ -53,6 +53,7 @@ from lattice.kube.resources import (
     SECRETS,
     SERVICES,
 )
+from lattice.primitives.objects import Obj
 from lattice.runtime.controller import Controller
 from lattice.runtime.events import EventRecorder
 from lattice.runtime.expectations import Expectations
@@ -101,7 +102,6 @@ RUNTIME_RESOURCES: tuple[Resource, ...] = (
 )
 
 Runnable = Callable[[], Coroutine[Any, Any, None]]
-Obj = dict[str, Any]
 
 
 class Operator:

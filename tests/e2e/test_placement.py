@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from lattice.primitives.objects import Obj
 from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_mpijob import FLAGS, TIMEOUT, Kubeflow, Watch, finishing, mpijob
 from tests.e2e.test_trainingjob_scheduling import GPU, World
@@ -36,7 +37,6 @@ from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
-Obj = dict[str, Any]
 START_AFTER = "kwok.lattice.breezeml.ai/start-after"
 GPU_TAINT = f"{GPU}=present:NoSchedule"
 #: The launcher of a test MPIJob keeps running (kwok would otherwise complete a Job's pod at once).

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from lattice.primitives.objects import Obj
 from tests.e2e.conftest import OperatorProcess, Pool, explained
 from tests.e2e.test_trainingjob_scheduling import GPU, World
 from tests.support.builders import trainingjob
 from tests.support.cluster import Cluster
 from tests.support.wait import wait_for
 
-Obj = dict[str, Any]
 #: One refusal takes the scheduler's refusal grace (30 s) plus a pass; two of them and a cooldown.
 TIMEOUT = 150.0
 APART = {

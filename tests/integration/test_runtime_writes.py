@@ -31,13 +31,12 @@ from lattice.clock import FakeClock, RealClock
 from lattice.kube import Conflict, KubeClient, PatchType
 from lattice.kube.client import RestClient, connect
 from lattice.kube.resources import CONFIGMAPS, EVENTS, NAMESPACES, Resource
+from lattice.primitives.objects import Obj
 from lattice.primitives.times import format_micro_time as micro_time
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.metrics import Metrics
 from lattice.runtime.status import StatusWriter
 from tests.support.cluster import REPO, Cluster
-
-Obj = dict[str, Any]
 
 TRAININGJOBS = Resource(constants.GROUP_BREEZEML, "v1", "trainingjobs", "TrainingJob")
 CONTROLLER = "lattice.breezeml.ai/test-controller"

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from lattice.primitives.objects import Obj
+
 __all__ = ["GPU", "FakeContainer", "FakePod", "node", "pod", "trainingjob"]
 
-Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
 
 

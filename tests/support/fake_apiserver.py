@@ -39,6 +39,7 @@ from kubernetes_asyncio.client import ApiClient, Configuration
 from lattice.clock import FakeClock
 from lattice.kube.client import RestClient
 from lattice.kube.resources import CONFIGMAPS, Resource
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "FakeApiServer",
@@ -49,7 +50,6 @@ __all__ = [
     "running",
 ]
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 _CLOSE = "close"
 _DROP = "drop"

@@ -10,16 +10,15 @@ It holds no state of its own: objects, faults (``memory.fail``) and recorded req
 
 from __future__ import annotations
 
-from typing import Any, Unpack
+from typing import Unpack
 
 from lattice.api.constants import Resource
 from lattice.kube import ApiError
 from lattice.kubectl.transport import ListOptions, error_from_stderr
+from lattice.primitives.objects import Obj
 from tests.support.memory_client import MemoryClient
 
 __all__ = ["MemoryReader"]
-
-Obj = dict[str, Any]
 
 
 class MemoryReader:

@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lattice.kube.resources import Resource
+from lattice.primitives.objects import Obj
 
 __all__ = ["Call", "Hook", "Match", "Rule", "Version", "match_fields", "match_labels", "version_of"]
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,13 +52,13 @@ from typing import Any
 from lattice.clock import Clock, FakeClock, yield_now
 from lattice.kube import AlreadyExists, Conflict, Gone, NotFound, PatchType, WatchEvent
 from lattice.kube.resources import Resource
+from lattice.primitives.objects import Obj
 from lattice.primitives.times import format_time
 from tests.support.matching import Call, Hook, Match, Rule, Version, version_of
 from tests.support.patches import apply_json_patch, apply_merge_patch
 
 __all__ = ["Call", "Hook", "MemoryClient"]
 
-Obj = dict[str, Any]
 Key = tuple[str, str, str]
 Keys = list[Key]
 

@@ -34,12 +34,12 @@ from lattice.kubectl.rows import (
     resolve_kind,
 )
 from lattice.kubectl.transport import EVENTS, PRIORITY_CLASSES
+from lattice.primitives.objects import Obj
 from tests.support.kubectl_reader import MemoryReader
 from tests.support.memory_client import MemoryClient
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 CTX = OperatorContext()
-Obj = dict[str, Any]
 
 
 def trainingjob(

@@ -28,10 +28,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from lattice.controllers.jobstatus import with_nulls
+from lattice.primitives.objects import Obj
 
 __all__ = ["SCHEDULING_FIELDS", "job_patches"]
-
-Obj = dict[str, Any]
 
 #: The pod-spec fields synced on resume (besides the node affinity).
 SCHEDULING_FIELDS = ("nodeSelector", "tolerations", "schedulingGates")

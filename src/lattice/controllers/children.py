@@ -36,13 +36,13 @@ import structlog
 from lattice.frameworks.refusals import NAME_CLASH
 from lattice.kube import AlreadyExists, ApiError, KubeClient, NotFound
 from lattice.kube.resources import Resource
+from lattice.primitives.objects import Obj
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
 
 __all__ = ["ChildSync", "Existing", "SyncOutcome", "namespace_gone"]
 
 log = structlog.get_logger(__name__)
-Obj = dict[str, Any]
 _PARALLEL = 32
 #: The apiserver's words for a create in a namespace being deleted (NamespaceLifecycle).
 _TERMINATING = "because it is being terminated"

@@ -26,14 +26,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from lattice.controllers.jobstatus import Step, charged_statuses, replica_statuses
 from lattice.frameworks.base import Messages, PodView, Progress, RunPolicyView
+from lattice.primitives.objects import Obj
 
 __all__ = ["Verdict", "judge"]
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -108,6 +108,7 @@ from lattice.frameworks.base import (
 from lattice.frameworks.refusals import invalid_of, refusal_of
 from lattice.kube import KubeClient
 from lattice.kube.resources import Resource
+from lattice.primitives.objects import Obj
 from lattice.primitives.times import format_time, normalize_time, parse_opt_time
 from lattice.runtime.controller import Result
 from lattice.runtime.events import EventRecorder, ObjectRef
@@ -126,7 +127,6 @@ __all__ = [
     "refusal_retry",
 ]
 
-Obj = dict[str, Any]
 _EXPECTATION_RECHECK = 30.0
 #: Reason of the Warning Event naming a field the job sets and Lattice ignores.
 IGNORED_FIELD = "IgnoredField"

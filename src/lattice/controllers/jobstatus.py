@@ -29,6 +29,7 @@ from lattice.api.conditions import parse_conditions, set_condition
 from lattice.frameworks.base import JobPlugin, PodView, Progress, RendersStatus
 from lattice.frameworks.failures import is_disrupted
 from lattice.primitives import paths
+from lattice.primitives.objects import Obj
 from lattice.runtime.events import ObjectRef
 
 __all__ = [
@@ -48,8 +49,6 @@ __all__ = [
     "with_nulls",
     "with_path",
 ]
-
-Obj = dict[str, Any]
 
 
 def get_path(obj: Mapping[str, Any], path: Sequence[str]) -> Obj:

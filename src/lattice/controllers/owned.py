@@ -15,19 +15,17 @@ left by an earlier job of the same name is never counted. Nothing here writes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from lattice.controllers.children import Existing
 from lattice.controllers.jobstatus import controller_ref
 from lattice.kube.resources import Resource
 from lattice.primitives.keys import owner_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.events import ObjectRef
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import OWNER_INDEX, ObjectInfo, PodInfo
 
 __all__ = ["OwnedChildren"]
-
-Obj = dict[str, Any]
 
 
 class OwnedChildren:

@@ -27,11 +27,11 @@ from lattice.frameworks.base import (
     PinsInputs,
     Problem,
 )
+from lattice.primitives.objects import Obj
 
 __all__ = ["PLUGIN_BUGS", "parse_job", "pinned_input", "rejected", "unbuildable"]
 
 log = structlog.get_logger(__name__)
-Obj = dict[str, Any]
 
 #: Exceptions a pure plugin raises on input it cannot build from (retrying cannot help).
 PLUGIN_BUGS = (AttributeError, TypeError, KeyError, ValueError, IndexError)

@@ -34,11 +34,10 @@ from typing import Any
 
 from lattice.frameworks.base import Children, Demand
 from lattice.primitives.binding import bind_spec
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import PodInfo
 
 __all__ = ["bind_children", "misplaced", "placeable_names", "placement_of"]
-
-Obj = dict[str, Any]
 
 
 def placement_of(sched: Mapping[str, Any]) -> dict[str, str] | None:

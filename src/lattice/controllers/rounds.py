@@ -45,6 +45,7 @@ from lattice.frameworks.base import (
 )
 from lattice.kube import AlreadyExists, KubeClient, Resource
 from lattice.kube.resources import PODS, SERVICES
+from lattice.primitives.objects import Obj
 from lattice.runtime.controller import TerminalError
 from lattice.runtime.events import ObjectRef
 from lattice.runtime.informer import Informer
@@ -52,7 +53,6 @@ from lattice.runtime.projections import PodInfo
 
 __all__ = ["ChildRounds", "desired_children"]
 
-Obj = dict[str, Any]
 _INPUTS, _CONSUMERS = ("ConfigMap", "Secret", "PersistentVolumeClaim"), ("Job",)
 
 

@@ -21,12 +21,12 @@ from typing import Any, TypeVar
 
 from lattice.controllers.jobstatus import controller_ref, reconcile_signature
 from lattice.frameworks.base import JobPlugin
+from lattice.primitives.objects import Obj
 from lattice.runtime.expectations import Expectations
 from lattice.runtime.projections import ObjectInfo, PodInfo
 
 __all__ = ["ChildRef", "child_handler", "job_handler", "projected_child", "raw_child"]
 
-Obj = dict[str, Any]
 T = TypeVar("T")
 Handler = Callable[[str, T | None, T | None], None]
 

@@ -71,6 +71,7 @@ from lattice.frameworks.capabilities import (
     StagesChildren,
 )
 from lattice.frameworks.messages import Messages, messages_of
+from lattice.primitives.objects import Obj
 from lattice.scheduler.core.model import PodDemand
 
 __all__ = [
@@ -101,7 +102,6 @@ __all__ = [
     "messages_of",
 ]
 
-Obj = dict[str, Any]
 M = TypeVar("M")
 
 #: Every child object Lattice creates carries this label (value "true"); informers select on it.

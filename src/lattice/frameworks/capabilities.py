@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from lattice.primitives.objects import Obj
+
 if TYPE_CHECKING:
     from lattice.frameworks.base import Children, OperatorContext, PodView
 
@@ -23,8 +25,6 @@ __all__ = [
     "RendersStatus",
     "StagesChildren",
 ]
-
-Obj = dict[str, Any]
 
 
 @runtime_checkable

@@ -8,13 +8,9 @@ restart policy to a Failed pod; ``exit_code`` picks the code that explains a pod
 
 from __future__ import annotations
 
-from typing import Any
-
 from lattice.frameworks.base import PodView
 
 __all__ = ["EVICTED_REASON", "exit_code", "is_disrupted", "is_retryable_exit_code", "must_recreate"]
-
-Obj = dict[str, Any]
 
 
 #: ``status.reason`` of a pod the kubelet evicted (node pressure, API-initiated eviction).

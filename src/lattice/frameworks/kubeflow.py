@@ -42,8 +42,6 @@ __all__ = [
     "validation_problems",
 ]
 
-Obj = dict[str, Any]
-
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 

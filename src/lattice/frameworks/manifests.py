@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lattice.frameworks.naming import object_meta
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "container_port",
@@ -30,8 +31,6 @@ __all__ = [
     "service_ports",
     "template_containers",
 ]
-
-Obj = dict[str, Any]
 
 
 def pod_manifest(

@@ -110,8 +110,6 @@ __all__ = [
     "workers_ready",
 ]
 
-Obj = dict[str, Any]
-
 _SPECS = "spec.mpiReplicaSpecs"
 _ALLOWED_RESTART = (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE)
 

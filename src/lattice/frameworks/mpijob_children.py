@@ -40,6 +40,7 @@ from lattice.frameworks.naming import job_owner, object_meta
 from lattice.frameworks.podspec import pod_restart_policy, with_env, with_placement
 from lattice.frameworks.policies import mpi
 from lattice.frameworks.policies.mpi import CONFIG_MOUNT_PATH, ssh_auth_secret
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "OPERATOR_NAME",
@@ -52,8 +53,6 @@ __all__ = [
     "workers_of",
     "workers_ready",
 ]
-
-Obj = dict[str, Any]
 
 #: ``training.kubeflow.org/operator-name`` of MPIJob pods (mpi-operator's ``OperatorName``).
 OPERATOR_NAME = "mpi-operator"

@@ -104,8 +104,6 @@ __all__ = [
     "mx_config",
 ]
 
-Obj = dict[str, Any]
-
 _SPECS = "spec.mxReplicaSpecs"
 
 

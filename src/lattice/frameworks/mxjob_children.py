@@ -32,6 +32,7 @@ from lattice.frameworks.manifests import headless_service, pod_manifest, templat
 from lattice.frameworks.naming import child_name, job_owner, replica_labels
 from lattice.frameworks.podspec import pod_restart_policy, with_env, with_placement
 from lattice.frameworks.policies import mxnet
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "CONTAINER_NAME",
@@ -47,8 +48,6 @@ __all__ = [
     "replica_types",
     "replicas_of",
 ]
-
-Obj = dict[str, Any]
 
 #: ``training.kubeflow.org/operator-name`` of MXJob children (v1.7's controller name).
 OPERATOR_NAME = "mxjob-controller"

@@ -29,6 +29,7 @@ from lattice.api.constants import (
     Resource,
 )
 from lattice.frameworks.base import MANAGED_LABEL, Problem
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "DNS1035",
@@ -42,8 +43,6 @@ __all__ = [
     "replica_selector",
     "service_name_problems",
 ]
-
-Obj = dict[str, Any]
 
 
 def child_prefix(job_name: str, replica_type: str) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lattice.frameworks.base import MANAGED_LABEL, OperatorContext
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "HOSTNAME_TOPOLOGY_KEY",
@@ -31,8 +32,6 @@ __all__ = [
     "with_node_selector",
     "with_placement",
 ]
-
-Obj = dict[str, Any]
 
 
 HOSTNAME_TOPOLOGY_KEY = "kubernetes.io/hostname"

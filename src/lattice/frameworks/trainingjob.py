@@ -89,10 +89,9 @@ from lattice.frameworks.podspec import (
     with_placement,
 )
 from lattice.frameworks.policies import torch
+from lattice.primitives.objects import Obj
 
 __all__ = ["DEFAULT_PORT", "OPERATOR_NAME", "TrainingJobPlugin"]
-
-Obj = dict[str, Any]
 
 #: ``training.kubeflow.org/operator-name`` of TrainingJob children (the seed's controller name).
 OPERATOR_NAME = "trainingjob-reconciler"

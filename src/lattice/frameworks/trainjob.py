@@ -141,6 +141,7 @@ from lattice.frameworks.trainjob_status import (
     jobs_status,
     released,
 )
+from lattice.primitives.objects import Obj
 from lattice.scheduler.core.model import PodDemand
 
 __all__ = [
@@ -158,8 +159,6 @@ __all__ = [
     "jobs_status",
     "pod_name",
 ]
-
-Obj = dict[str, Any]
 
 #: The runtime fingerprint on the pin ConfigMap ``<tj>-runtime``.
 ANNOTATION_RUNTIME_HASH = "trainer.kubeflow.org/runtime-hash"

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from lattice.api.constants import LABEL_TRAINJOB_ANCESTOR
 from lattice.api.jobset import FailurePolicy
@@ -45,8 +44,6 @@ __all__ = [
     "runtime_problems",
     "steps",
 ]
-
-Obj = dict[str, Any]
 
 _NPROC_WORDS = ("auto", "cpu", "gpu")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -39,6 +39,7 @@ from typing import Any
 from lattice.api.jobset import Coordinator, VolumeClaimPolicy
 from lattice.frameworks.base import MANAGED_LABEL, Problem
 from lattice.frameworks.trainjob_plans import ClaimPlan, ReplicatedJobPlan
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "LABEL_COORDINATOR",
@@ -55,8 +56,6 @@ __all__ = [
     "group_meta",
     "pods_per_job",
 ]
-
-Obj = dict[str, Any]
 
 LABEL_COORDINATOR = "jobset.sigs.k8s.io/coordinator"
 LABEL_GROUP_NAME = "jobset.sigs.k8s.io/group-name"

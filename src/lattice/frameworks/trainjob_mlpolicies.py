@@ -61,6 +61,7 @@ from lattice.frameworks.trainjob_plans import (
     TorchPlan,
     upsert,
 )
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "GENERATE_CURVE_CERT",
@@ -76,7 +77,6 @@ __all__ = [
     "trainjob_problems",
 ]
 
-Obj = dict[str, Any]
 #: A node's ``resources`` (``limits``, ``requests``), as the policies count them.
 Resources = Mapping[str, Any]
 

@@ -32,6 +32,7 @@ from typing import Any
 
 from lattice.api.trainjob import TrainJob
 from lattice.frameworks.base import Problem
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "MERGE_KEYS",
@@ -41,8 +42,6 @@ __all__ = [
     "runtime_patches",
     "strategic_merge",
 ]
-
-Obj = dict[str, Any]
 
 #: Lists merged entry by entry (Kubernetes ``patchStrategy=merge``), by field name -> merge key.
 MERGE_KEYS: Mapping[str, str] = {

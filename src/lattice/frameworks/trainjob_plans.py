@@ -18,6 +18,7 @@ from typing import Any
 from lattice.api.runtime import MLPolicy
 from lattice.api.trainjob import TrainJob
 from lattice.frameworks.base import JobNotReady
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "ANCESTOR_DATASET",
@@ -43,8 +44,6 @@ __all__ = [
     "main_container",
     "upsert",
 ]
-
-Obj = dict[str, Any]
 
 ANCESTOR_TRAINER = "trainer"
 ANCESTOR_DATASET = "dataset-initializer"

@@ -22,7 +22,6 @@ import copy
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from lattice.api.constants import (
     LABEL_JOB_NAME,
@@ -55,6 +54,7 @@ from lattice.frameworks.trainjob_plans import (
     ResolvedJob,
     main_container,
 )
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "INDEX_REF",
@@ -74,8 +74,6 @@ __all__ = [
     "pod_name",
     "pod_slots",
 ]
-
-Obj = dict[str, Any]
 
 #: ``training.kubeflow.org/operator-name`` of TrainJob pods.
 OPERATOR_NAME = "trainjob-controller"

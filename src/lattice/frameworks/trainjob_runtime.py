@@ -119,10 +119,9 @@ from lattice.frameworks.trainjob_plans import (
 )
 from lattice.frameworks.units import quantity_units
 from lattice.primitives.keys import kind_key
+from lattice.primitives.objects import Obj
 
 __all__ = ["resolve", "resolve_with", "runtime_hash", "runtime_key"]
-
-Obj = dict[str, Any]
 
 # --------------------------------------------------------------------------- lookup
 

@@ -33,6 +33,7 @@ from lattice.frameworks.trainjob_failures import FailedJob, Outcome, current, ou
 from lattice.frameworks.trainjob_failures import restart_counts as restart_totals
 from lattice.frameworks.trainjob_plans import ReplicatedJobPlan, ResolvedJob, main_container
 from lattice.frameworks.trainjob_pods import full_size, pod_counts, pod_name, pod_slots
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "REASON_COMPLETED",
@@ -45,8 +46,6 @@ __all__ = [
     "render_status",
     "restart_counts",
 ]
-
-Obj = dict[str, Any]
 
 #: JobSet's reason (and message prefix) for a failed Job, which upstream copies to the TrainJob.
 REASON_FAILED_JOBS = "FailedJobs"

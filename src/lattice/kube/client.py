@@ -37,6 +37,7 @@ from lattice.clock import Clock, RealClock
 from lattice.kube.errors import ApiError, ServerError, error_from_response
 from lattice.kube.impersonation import Impersonation, loader_impersonation
 from lattice.kube.resources import Resource
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "DeleteOptions",
@@ -51,8 +52,6 @@ __all__ = [
     "WatchOptions",
     "connect",
 ]
-
-Obj = dict[str, Any]
 
 
 class PatchType(StrEnum):

@@ -58,11 +58,10 @@ from lattice.kubectl.transport import (
     NotFound,
     Reader,
 )
+from lattice.primitives.objects import Obj
 from lattice.scheduler.core.types import SchedulerConfig, Strategy
 
 __all__ = ["collect_rows", "explain", "job_events", "main", "numbered_rows", "queue"]
-
-Obj = dict[str, Any]
 
 
 _RUNTIMES = (constants.TRAINING_RUNTIME, constants.CLUSTER_TRAINING_RUNTIME)

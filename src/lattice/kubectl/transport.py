@@ -22,10 +22,11 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import Protocol, TypedDict, Unpack
 from urllib.parse import urlencode
 
 from lattice.api.constants import Resource
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "EVENTS",
@@ -39,8 +40,6 @@ __all__ = [
     "error_from_stderr",
     "resource_path",
 ]
-
-Obj = dict[str, Any]
 
 EVENTS = Resource(group="events.k8s.io", version="v1", kind="Event", plural="events")
 PRIORITY_CLASSES = Resource(

@@ -5,6 +5,7 @@ Contract: nothing here imports from the rest of ``lattice`` or from any third-pa
 
 - ``resources``: ``Resource``, the identity of one API resource (group, version, plural, kind,
   scope) and the REST paths it implies;
+- ``objects``: ``Obj``, a Kubernetes object or part of one as decoded JSON;
 - ``keys``: store keys (``namespace/name``) and kind keys (``Kind/namespace/name``);
 - ``paths``: reading a nested mapping by a path of keys;
 - ``times``: ``metav1.Time``/``metav1.MicroTime`` formatting, parsing and normalisation;

@@ -30,6 +30,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from lattice.primitives.objects import Obj
 from lattice.primitives.requests import pod_requests
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
     "is_extended_resource",
     "node_requirement",
 ]
-
-Obj = dict[str, Any]
 
 NODE_NAME_FIELD = "metadata.name"
 """The node field a ``matchFields`` requirement may name (the only one Kubernetes supports)."""

@@ -47,6 +47,7 @@ from lattice.clock import Clock, RealClock
 from lattice.kube.client import KubeClient
 from lattice.kube.resources import Resource
 from lattice.primitives.keys import object_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.reflector import InformerMetrics, NullInformerMetrics, Reflector, Synced
 from lattice.runtime.store import IndexFn, Store
 
@@ -55,7 +56,6 @@ __all__ = ["Handler", "Informer", "InformerFactory", "Transform"]
 log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
-Obj = dict[str, Any]
 
 #: ``(event_type, old, new)``; event_type is ADDED, MODIFIED or DELETED.
 Handler = Callable[[str, T | None, T | None], None]

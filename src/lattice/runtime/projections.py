@@ -50,6 +50,7 @@ from typing import Any
 from lattice.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from lattice.primitives.binding import bound_node
 from lattice.primitives.keys import namespaced_key, owner_key
+from lattice.primitives.objects import Obj
 from lattice.primitives.requests import ResourceList, pod_requests, resource_list
 from lattice.runtime.interning import (
     Interner,
@@ -86,8 +87,6 @@ __all__ = [
     "slim_object",
     "strip_managed_fields",
 ]
-
-Obj = dict[str, Any]
 
 KEPT_LABEL_PREFIXES: tuple[str, ...] = (
     "training.kubeflow.org/",

@@ -56,7 +56,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
@@ -64,6 +64,7 @@ from lattice.clock import Clock
 from lattice.kube.client import KubeClient, WatchEvent
 from lattice.kube.errors import ApiError, Forbidden, Gone, TooManyRequests, Unauthorized
 from lattice.kube.resources import Resource
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "Backoff",
@@ -76,8 +77,6 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
-
-Obj = dict[str, Any]
 
 _OBJECT_EVENTS = frozenset({"ADDED", "MODIFIED", "DELETED"})
 _SHORT_WATCH_S = 1.0

@@ -34,6 +34,7 @@ from lattice.controllers.job import JobReconciler
 from lattice.frameworks.base import JobPlugin, OperatorContext
 from lattice.kube import Conflict
 from lattice.kube.resources import BATCH_JOBS, CONFIGMAPS, PODS, PVCS, SECRETS, SERVICES, Resource
+from lattice.primitives.objects import Obj
 from lattice.primitives.times import format_time
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.expectations import Expectations
@@ -53,7 +54,6 @@ from lattice.runtime.projections import (
 from tests.support.matching import Call
 from tests.support.memory_client import MemoryClient
 
-Obj = dict[str, Any]
 NS = "ns"
 #: How many event-loop turns ``settle`` gives the forwarders before it calls the watch stuck.
 SETTLE_TURNS = 1000

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lattice.controllers.batchjobs import job_patches
-
-Obj = dict[str, Any]
+from lattice.primitives.objects import Obj
 
 
 def job(*, suspend: bool | None, node: str = "n1", start: bool = False, **tmpl: Any) -> Obj:

@@ -20,12 +20,12 @@ from lattice.frameworks.refusals import CHILD_CREATE_REFUSED, refusal_of
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube import Forbidden, NotFound
 from lattice.kube.resources import PODS
+from lattice.primitives.objects import Obj
 from lattice.primitives.times import parse_opt_time
 from tests.support.matching import Call
 from tests.unit.controllers.harness import NS, World
 from tests.unit.controllers.test_job_reconciler import _trainingjob, mpijob, mxjob
 
-Obj = dict[str, Any]
 NO_CLASS = 'pods "t-worker-0" is forbidden: no PriorityClass with name gold was found'
 
 

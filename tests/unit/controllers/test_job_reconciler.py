@@ -16,11 +16,10 @@ from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
 from lattice.kube import Conflict, Invalid, TooManyRequests
+from lattice.primitives.objects import Obj
 from lattice.primitives.times import format_time
 from lattice.scheduler.loop.terminal import terminal_fields
 from tests.unit.controllers.harness import NS, World, merge
-
-Obj = dict[str, Any]
 
 
 def mxjob(name: str = "mx", *, policy: str = "ExitCode", workers: int = 2, **run: Any) -> Obj:

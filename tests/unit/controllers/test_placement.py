@@ -7,18 +7,16 @@ against the in-memory API (``harness.World``).
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 
 from lattice.frameworks.mpijob import MPIJobPlugin
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.primitives.binding import bind_spec, bound_node
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import pod_info
 from tests.unit.controllers.harness import World
 from tests.unit.controllers.test_job_reconciler import MX_PODS, mpijob, mxjob
-
-Obj = dict[str, Any]
 
 ON_NODE = {"key": "metadata.name", "operator": "In", "values": ["node-1"]}
 

@@ -4,8 +4,6 @@ enqueue the owner for every child kind alike; the counter families come from the
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -14,10 +12,9 @@ from lattice.controllers.conditions import CREATED, FAILED, RESTARTED, SUCCESSFU
 from lattice.controllers.watch import child_handler, job_handler, raw_child
 from lattice.controllers.write import counter_families
 from lattice.frameworks.registry import plugin_for
+from lattice.primitives.objects import Obj
 from lattice.runtime.expectations import Expectations
 from lattice.runtime.metrics import Metrics
-
-Obj = dict[str, Any]
 
 
 def child(name: str, *, owner_kind: str = "MPIJob", deleting: bool = False) -> Obj:

@@ -5,15 +5,13 @@ are where ``kubectl wait --for=condition=...`` reads them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from lattice.frameworks.mxjob import MXJobPlugin
 from lattice.frameworks.trainingjob import TrainingJobPlugin
+from lattice.primitives.objects import Obj
 from lattice.scheduler.loop.terminal import terminal_fields
 from tests.unit.controllers.harness import World, merge
 from tests.unit.controllers.test_job_reconciler import MX_PODS, events, mxjob, running
 
-Obj = dict[str, Any]
 MESSAGE = (
     "requeued 2 times for pods that could not start (limit 2); pending again for 5m0s; "
     "last message from kube-scheduler: 0/4 nodes are available: 4 Insufficient cpu."

@@ -23,9 +23,9 @@ from lattice.frameworks.trainjob_jobset import (
     LABEL_JOB_GROUP_INDEX,
 )
 from lattice.frameworks.trainjob_plans import RuntimeNotReady
+from lattice.primitives.objects import Obj
 from tests.unit.controllers.harness import Context, World
 
-Obj = dict[str, Any]
 PLUGIN = TrainJobPlugin()
 STEP = "trainer.kubeflow.org/trainjob-ancestor-step"
 

@@ -20,11 +20,11 @@ from lattice.controllers.job import ChildSyncError
 from lattice.frameworks.base import OperatorContext
 from lattice.frameworks.trainjob import TrainJobPlugin
 from lattice.kube.errors import ServerError
+from lattice.primitives.objects import Obj
 from lattice.primitives.times import format_time
 from lattice.scheduler.loop.terminal import terminal_fields
 from tests.unit.controllers.harness import Context, World
 
-Obj = dict[str, Any]
 PLUGIN = TrainJobPlugin()
 
 

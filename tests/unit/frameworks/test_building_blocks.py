@@ -7,7 +7,6 @@ helpers are checked against the real ``PodView`` the informer cache serves.
 from __future__ import annotations
 
 import copy
-from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -35,9 +34,8 @@ from lattice.frameworks.podspec import (
     with_node_selector,
 )
 from lattice.frameworks.units import quantity_problems, quantity_units
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import pod_info
-
-Obj = dict[str, Any]
 
 OWNER = owner_reference(api_version="breezeml.ai/v1", kind="TrainingJob", name="j", uid="u-1")
 

@@ -9,9 +9,9 @@ import pytest
 
 from lattice.frameworks.base import InvalidJob, OperatorContext, Problem
 from lattice.frameworks.demands import pod_constraint, pod_demand, template_problems
+from lattice.primitives.objects import Obj
 from lattice.scheduler.core.model import Requirement, Taint, Toleration
 
-Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
 NODE = OperatorContext()
 GPU_CTX = OperatorContext(scheduling_unit=GPU)

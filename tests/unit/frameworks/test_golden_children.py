@@ -36,9 +36,8 @@ from lattice.frameworks.base import (
     StagesChildren,
 )
 from lattice.frameworks.registry import plugin_for
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import pod_info
-
-Obj = dict[str, Any]
 
 ROOT = Path(__file__).parents[3]
 EXAMPLES = ROOT / "examples"

@@ -24,6 +24,7 @@ from lattice.frameworks.policies.resources import cpus_per_node, gpus_per_node, 
 from lattice.frameworks.trainjob import hostfile
 from lattice.frameworks.trainjob_mlpolicies import ML_POLICIES
 from lattice.frameworks.trainjob_plans import RuntimeNotReady
+from lattice.primitives.objects import Obj
 from tests.unit.frameworks.test_trainjob_plugin import (
     INDEX_REF,
     PLUGIN,
@@ -36,8 +37,6 @@ from tests.unit.frameworks.test_trainjob_plugin import (
     runtime,
     tj,
 )
-
-Obj = dict[str, Any]
 
 MANIFESTS = Path(__file__).parents[2] / "integration" / "manifests" / "runtimes.yaml"
 RUNTIMES: dict[str, Obj] = {

@@ -35,11 +35,10 @@ from lattice.frameworks.mpijob import (
     workers_ready,
 )
 from lattice.frameworks.registry import PLUGINS, plugin_for
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import pod_info
 from lattice.scheduler.core.model import Toleration
 from tests.support.builders import FakePod
-
-Obj = dict[str, Any]
 
 PLUGIN = MPIJobPlugin()
 GPU = "nvidia.com/gpu"

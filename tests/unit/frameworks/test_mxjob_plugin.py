@@ -30,10 +30,9 @@ from lattice.frameworks.base import (
 from lattice.frameworks.manifests import go_json
 from lattice.frameworks.mxjob import MXJobMessages, MXJobPlugin, mx_config
 from lattice.frameworks.registry import plugin_for
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import pod_info
 from tests.support.builders import FakeContainer, FakePod
-
-Obj = dict[str, Any]
 
 PLUGIN = MXJobPlugin()
 GPU = "nvidia.com/gpu"

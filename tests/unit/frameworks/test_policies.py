@@ -3,16 +3,13 @@ that keep kind names out of the reconciler and the composition root."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from lattice.frameworks.base import CountsJobs, OperatorContext, ReadsRuntimes
 from lattice.frameworks.naming import service_name_problems
 from lattice.frameworks.policies import mpi, torch
 from lattice.frameworks.registry import PLUGINS, plugin_for
-
-Obj = dict[str, Any]
+from lattice.primitives.objects import Obj
 
 
 @pytest.mark.parametrize(

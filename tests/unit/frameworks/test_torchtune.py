@@ -14,10 +14,9 @@ import pytest
 
 from lattice.frameworks.base import InvalidJob
 from lattice.frameworks.policies import torchtune
+from lattice.primitives.objects import Obj
 from tests.unit.frameworks.test_ml_policy_plugins import GPU, RUNTIMES, ports
 from tests.unit.frameworks.test_trainjob_plugin import ctx, env_of, main, parse, pods_of, tj
-
-Obj = dict[str, Any]
 
 TUNE = ["tune", "run"]
 OVERRIDES = [

@@ -26,10 +26,9 @@ from lattice.frameworks.base import (
 )
 from lattice.frameworks.policies.torch import torchrun_command
 from lattice.frameworks.trainingjob import TrainingJobPlugin
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import pod_info
 from tests.support.builders import FakeContainer, FakePod
-
-Obj = dict[str, Any]
 
 PLUGIN = TrainingJobPlugin()
 GPU = "nvidia.com/gpu"

@@ -11,6 +11,7 @@ import pytest
 
 from lattice.frameworks.base import InvalidJob, Problem
 from lattice.frameworks.trainjob_patch import strategic_merge
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import pod_info
 from tests.unit.frameworks.test_trainjob_plugin import (
     ctx,
@@ -22,8 +23,6 @@ from tests.unit.frameworks.test_trainjob_plugin import (
     runtime,
     tj,
 )
-
-Obj = dict[str, Any]
 
 RT = runtime(
     "rt",

@@ -33,10 +33,9 @@ from lattice.frameworks.trainjob import (
 )
 from lattice.frameworks.trainjob_plans import ResolvedJob, RuntimeNotReady
 from lattice.frameworks.trainjob_runtime import resolve, resolve_with, runtime_hash
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import pod_info
 from tests.support.builders import FakePod
-
-Obj = dict[str, Any]
 
 PLUGIN = TrainJobPlugin()
 GPU = "nvidia.com/gpu"

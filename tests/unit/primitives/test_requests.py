@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
+from lattice.primitives.objects import Obj
 from lattice.primitives.requests import container_requests, pod_requests, resource_list
-
-Obj = dict[str, Any]
 
 
 def c(

@@ -17,6 +17,7 @@ import pytest
 from lattice.clock import yield_now
 from lattice.kube.client import RestClient
 from lattice.primitives.keys import object_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import keep_raw
 from tests.support.fake_apiserver import (
@@ -26,7 +27,6 @@ from tests.support.fake_apiserver import (
     running,
 )
 
-Obj = dict[str, Any]
 CM = "default/cm"
 
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from lattice.kube.client import RestClient
 from lattice.kube.resources import CONFIGMAPS, PODS
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import InformerFactory
 from lattice.runtime.projections import keep_raw, strip_managed_fields
 from tests.support.fake_apiserver import FakeApiServer, RecordingClock
-
-Obj = dict[str, Any]
 
 
 def by_label(obj: Obj) -> tuple[str, ...]:

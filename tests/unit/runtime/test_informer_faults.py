@@ -15,6 +15,7 @@ from lattice.clock import FakeClock
 from lattice.kube.client import RestClient
 from lattice.kube.resources import CONFIGMAPS
 from lattice.primitives.keys import object_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import keep_raw
 from lattice.runtime.reflector import Backoff
@@ -24,8 +25,6 @@ from tests.support.fake_apiserver import (
     RecordingClock,
     running,
 )
-
-Obj = dict[str, Any]
 
 
 class FakeMetrics:

@@ -10,7 +10,6 @@ applied to the cache (not the initial LIST, not bookmarks), and
 from __future__ import annotations
 
 import random
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -18,12 +17,12 @@ from lattice.app import _InformerMetrics
 from lattice.kube.client import RestClient
 from lattice.kube.resources import CONFIGMAPS
 from lattice.primitives.keys import object_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import Metrics
 from lattice.runtime.projections import keep_raw
 from tests.support.fake_apiserver import FakeApiServer, Recorder, RecordingClock, running
 
-Obj = dict[str, Any]
 NAME = "configmaps:test"
 
 

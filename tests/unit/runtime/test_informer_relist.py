@@ -22,13 +22,13 @@ from structlog.testing import capture_logs
 from lattice.kube.client import WatchEvent
 from lattice.kube.resources import CONFIGMAPS, Resource
 from lattice.primitives.keys import object_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import ObjectInfo, object_info
 from lattice.runtime.store import Store
 from tests.support.fake_apiserver import RecordingClock, running
 from tests.support.memory_client import MemoryClient
 
-Obj = dict[str, Any]
 Value = tuple[str, str]
 Note = tuple[str, Value | None, Value | None]
 

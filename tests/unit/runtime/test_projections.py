@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lattice.primitives.keys import object_key, owner_key
+from lattice.primitives.objects import Obj
 from lattice.primitives.quantity import resource_units
 from lattice.runtime.projections import (
     NODE_INDEX,
@@ -27,8 +28,6 @@ from lattice.runtime.projections import (
     strip_managed_fields,
 )
 from lattice.runtime.store import Store
-
-Obj = dict[str, Any]
 
 
 def container(

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lattice.primitives.keys import object_key, owner_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import (
     LAST_APPLIED,
     OWNER_INDEX,
@@ -26,8 +27,6 @@ from lattice.runtime.projections import (
     slim_object,
 )
 from lattice.runtime.store import Store
-
-Obj = dict[str, Any]
 
 
 def service(

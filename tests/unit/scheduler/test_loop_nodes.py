@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from lattice.frameworks.base import OperatorContext
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import NodeInfo, PodInfo, foreign_pod_usage, node_info, pod_info
 from lattice.scheduler.core import NodeView
 from lattice.scheduler.core.model import Taint
@@ -16,7 +17,6 @@ from lattice.scheduler.loop import covered, node_schedulable, node_views
 from lattice.scheduler.loop.nodes import node_signature, pod_signature
 from tests.unit.scheduler.test_loop_snapshot import foreign_obj, node_obj, pod_obj
 
-Obj = dict[str, Any]
 GPU_RES = "nvidia.com/gpu"
 GPU = OperatorContext(scheduling_unit=GPU_RES)
 NODE = OperatorContext(scheduling_unit="node")

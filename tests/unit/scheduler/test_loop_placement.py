@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lattice.frameworks.base import Demand, OperatorContext
+from lattice.primitives.objects import Obj
 from lattice.runtime.projections import PodInfo, pod_info
 from lattice.scheduler.core import JobView, Plan, Snapshot, schedule
 from lattice.scheduler.core.model import PodDemand, resources
@@ -27,7 +28,6 @@ from tests.unit.scheduler.test_loop_snapshot import (
     pod_obj,
 )
 
-Obj = dict[str, Any]
 NAMES: dict[str, Any] = {"names": ["x-launcher"], "prefix": "x-worker-"}
 LAUNCHER = PodDemand(requests=resources({"cpu": 500, "pods": 1}))
 WORKER = PodDemand(requests=resources({"nvidia.com/gpu": 4, "pods": 1}), units=4)

@@ -6,13 +6,12 @@ and ``maxSize`` are written with the block, and again when the spec changes them
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
+from lattice.primitives.objects import Obj
 from lattice.scheduler.core import SchedulerConfig, Strategy
 from tests.unit.scheduler.test_loop_runner import Harness, unchanged
 from tests.unit.scheduler.test_loop_snapshot import pod_obj
 
-Obj = dict[str, Any]
 MESSAGE = "0/1 nodes are available: 1 Insufficient example.com/widget."
 
 

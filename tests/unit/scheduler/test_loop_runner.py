@@ -26,6 +26,7 @@ from lattice.frameworks.base import OperatorContext
 from lattice.kube import Conflict, Resource
 from lattice.kube.resources import NODES, PODS, PRIORITY_CLASSES
 from lattice.primitives.keys import object_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.events import ObjectRef
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import Metrics
@@ -61,7 +62,6 @@ from tests.unit.scheduler.test_loop_snapshot import (
     ts,
 )
 
-Obj = dict[str, Any]
 CONFLICT = Conflict(409, "Conflict", "the object has been modified")
 
 

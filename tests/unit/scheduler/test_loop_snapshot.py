@@ -18,6 +18,7 @@ from lattice.clock import FakeClock
 from lattice.config import Settings
 from lattice.frameworks.base import Demand, InvalidJob, OperatorContext, Problem
 from lattice.kube.resources import PRIORITY_CLASSES, Resource
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import keep_raw, pod_info
 from lattice.scheduler.core import (
@@ -44,7 +45,6 @@ from lattice.scheduler.loop import (
 from lattice.scheduler.loop.snapshot import status_patch, waiting_since, with_status
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-Obj = dict[str, Any]
 
 
 def at(seconds: float) -> datetime:

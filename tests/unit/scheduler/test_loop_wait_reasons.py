@@ -20,7 +20,6 @@ from lattice.scheduler.loop.snapshot import SHOWN_POSITIONS
 from tests.unit.scheduler.test_loop_runner import SUCCEEDED, Harness
 from tests.unit.scheduler.test_loop_snapshot import ts
 
-Obj = dict[str, Any]
 FIFO = SchedulerConfig(strategy=Strategy.BEST_EFFORT_FIFO)
 
 

@@ -7,7 +7,6 @@ the real apiserver's side of them is covered by the integration tier.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
@@ -23,7 +22,6 @@ from tests.support.memory_client import Call, MemoryClient
 from tests.support.patches import PatchTestFailed
 
 JOBS = Resource("breezeml.ai", "v1", "trainingjobs", "TrainingJob")
-Obj = dict[str, Any]
 
 
 async def test_create_stamps_identity_and_get_returns_copies() -> None:

@@ -31,6 +31,8 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from lattice.primitives.objects import Obj
+
 __all__ = [
     "BROKER_PORT",
     "CURVE_KEY",
@@ -50,8 +52,6 @@ __all__ = [
     "volumes",
     "z85",
 ]
-
-Obj = dict[str, Any]
 
 INSTALLER = "flux-installer"
 BROKER_PORT = 8050

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lattice.frameworks.naming import object_meta
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "ANNOTATION_GENERATE",
@@ -49,8 +50,6 @@ __all__ = [
     "ssh_auth_secret",
     "ssh_volume",
 ]
-
-Obj = dict[str, Any]
 
 OPENMPI, INTEL, MPICH = "OpenMPI", "Intel", "MPICH"
 #: Where the launcher mounts the hostfile (and mpi-operator's ``discover_hosts.sh``).

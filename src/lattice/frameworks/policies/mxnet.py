@@ -14,14 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from lattice.api.constants import REPLICA_SCHEDULER, REPLICA_SERVER, REPLICA_WORKER
 from lattice.frameworks.manifests import go_json
+from lattice.primitives.objects import Obj
 
 __all__ = ["ReplicaHosts", "cluster_spec", "mx_env"]
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,11 +17,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from lattice.primitives.objects import Obj
 from lattice.primitives.quantity import resource_units
 
 __all__ = ["cpus_per_node", "gpus_per_node", "node_resources"]
-
-Obj = dict[str, Any]
 
 
 def node_resources(

@@ -34,6 +34,7 @@ from typing import Any
 
 from lattice.frameworks.base import OperatorContext
 from lattice.frameworks.policies.resources import cpus_per_node, gpus_per_node
+from lattice.primitives.objects import Obj
 
 __all__ = [
     "DEFAULT_MAX_RESTARTS",
@@ -47,7 +48,6 @@ __all__ = [
     "torchrun_command",
 ]
 
-Obj = dict[str, Any]
 #: An env value: a literal, or a ``valueFrom`` source.
 Value = str | Obj
 

@@ -14,11 +14,10 @@ Contract (pure):
 
 from __future__ import annotations
 
-from typing import Any
+from lattice.primitives.objects import Obj
 
 __all__ = ["PORT", "RESERVED_ENV", "workers", "xgboost_env"]
 
-Obj = dict[str, Any]
 #: An env value: a literal, or a ``valueFrom`` source.
 Value = str | Obj
 

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from lattice.frameworks.base import JobPlugin, OperatorContext, PinsInputs
 from lattice.kube import Resource
 from lattice.primitives.keys import owner_key, split_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import NODE_INDEX, OWNER_INDEX, PodInfo
 from lattice.scheduler.core import JobView
@@ -31,8 +32,6 @@ from lattice.scheduler.loop.terminal import terminal_pending
 from lattice.scheduler.loop.writer import Target
 
 __all__ = ["Collected", "Collector", "Entry", "stage_label"]
-
-Obj = dict[str, Any]
 
 
 def stage_label(stage: object) -> str:

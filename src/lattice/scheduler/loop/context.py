@@ -27,12 +27,11 @@ from typing import Any
 from lattice.config import Settings
 from lattice.frameworks.base import OperatorContext
 from lattice.primitives.keys import split_key
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from lattice.scheduler.core import SchedulerConfig, Strategy
 
 __all__ = ["ContextSource", "parse_node_selector", "read_node_selector", "scheduler_config"]
-
-Obj = dict[str, Any]
 
 
 def parse_node_selector(text: str, *, source: str) -> tuple[tuple[str, str], ...]:

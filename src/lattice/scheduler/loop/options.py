@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from lattice.clock import Clock
 from lattice.kube import KubeClient
+from lattice.primitives.objects import Obj
 from lattice.runtime.events import EventRecorder
 from lattice.runtime.informer import Informer
 from lattice.runtime.metrics import Metrics
@@ -19,8 +19,6 @@ from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
 from lattice.scheduler.loop.context import ContextSource
 
 __all__ = ["LoopServices", "LoopSources", "LoopTuning"]
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,14 +21,13 @@ from typing import Any
 
 from lattice.clock import Clock
 from lattice.frameworks.base import JobPlugin
+from lattice.primitives.objects import Obj
 from lattice.runtime.informer import Informer
 from lattice.runtime.projections import ForeignPodUsage, NodeInfo, PodInfo
 from lattice.scheduler.loop.nodes import node_signature, pod_signature
 from lattice.scheduler.loop.snapshot import job_signature
 
 __all__ = ["Triggers"]
-
-Obj = dict[str, Any]
 
 
 class Triggers:

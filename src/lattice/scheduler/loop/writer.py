@@ -42,6 +42,7 @@ import structlog
 
 from lattice.clock import Clock
 from lattice.kube import ApiError, Conflict, KubeClient, NotFound, Resource
+from lattice.primitives.objects import Obj
 from lattice.primitives.paths import get_path
 from lattice.runtime.events import EventRecorder, ObjectRef
 from lattice.runtime.metrics import Metrics
@@ -51,7 +52,6 @@ from lattice.scheduler.loop.snapshot import status_patch, with_status
 __all__ = ["OVERLAY_TTL", "Gate", "Target", "Writer"]
 
 log = structlog.get_logger(__name__)
-Obj = dict[str, Any]
 
 #: Seconds a succeeded write's object stands in for a cache that has not shown it yet.
 OVERLAY_TTL = 60.0
