@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, x25519
 
 from lattice.frameworks.policies import flux
 from lattice.frameworks.policies.mpi import ANNOTATION_GENERATE, GENERATE_SSH_KEYPAIR
-from lattice.frameworks.trainjob_mlpolicies import GENERATE_CURVE_CERT
+from lattice.frameworks.trainjob_flux import GENERATE_CURVE_CERT
 
 __all__ = ["GENERATE_ANNOTATION", "curve_certificate", "fill_generated", "ssh_keypair"]
 

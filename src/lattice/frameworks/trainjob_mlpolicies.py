@@ -3,12 +3,13 @@ kind-neutral policy (``lattice.frameworks.policies``) to the pod templates of a 
 
 Contract (pure; the facts are Kubeflow Trainer v2.3's plugins):
 - ``ML_POLICIES``: the plugins (torch, MPI, JAX, XGBoost, Flux) in the order they apply. A
-  plugin is ``active`` when the runtime states its policy; ``patch`` edits the pod spec of one
-  replicatedJob (a copy the caller owns) and its main container; ``objects`` adds ConfigMaps and
-  Secrets of its own; ``problems`` names what a TrainJob asks that the policy forbids
-  (``InvalidJob``); ``runtime_problems`` what the runtime states that it cannot apply (the
-  runtime is not ready). ``apply_policies``, ``policy_objects``, ``trainjob_problems`` and
-  ``runtime_policy_problems`` run every active plugin.
+  plugin (``trainjob_policy.TrainJobPolicy``) is ``active`` when the runtime states its policy;
+  ``patch`` edits the pod spec of one replicatedJob (a copy the caller owns) and its main
+  container; ``objects`` adds ConfigMaps and Secrets of its own; ``problems`` names what a
+  TrainJob asks that the policy forbids (``InvalidJob``); ``runtime_problems`` what the runtime
+  states that it cannot apply (the runtime is not ready). ``apply_policies``,
+  ``policy_objects``, ``trainjob_problems`` and ``runtime_policy_problems`` run every active
+  plugin.
 - ``runtime_node_resources``: the runtime's resources per node, as upstream reads them: those of
   the container ``node`` of the first replicatedJob named ``node`` or labelled as the trainer.
 - **torch**: on the trainer's main container the ``torch.torch_env`` variables (Trainer's order),
@@ -30,28 +31,20 @@ Contract (pure; the facts are Kubeflow Trainer v2.3's plugins):
   ``DMLC_TASK_ID`` (the completion index), ``DMLC_NUM_WORKER`` (nodes times the GPUs per node,
   at least one per node) and the port 29500 on the trainer's main container; ``trainer.env``
   must not set the ``DMLC_*`` names (``spec.trainer.env[i]``).
-- **Flux**: on the trainer job: the init container ``flux-installer`` (image ``FLUX_VIEW_IMAGE``
-  of the trainer's env, else the default), the view, software, scripts, CURVE and ``/dev/shm``
-  volumes and their mounts on the main container, whose command and args become
-  ``flux.command`` of them; ConfigMap ``<tj>-flux-entrypoint`` (``init.sh``, ``entrypoint.sh``:
-  hosts ``<tj>-<trainer job>-0-[0-<n-1>]``, ``flux run -N <n> -n <tasks*n> [-g <gpus>]``, tasks
-  the TrainJob's numProcPerNode else the runtime's) and Secret ``<tj>-flux-curve`` whose
-  certificate the reconciler generates (``GENERATE_CURVE_CERT``). numProcPerNode must be an
-  integer >= 1; the runtime's trainer job must not have an init container ``flux-installer``.
+- **Flux**: ``lattice.frameworks.trainjob_flux``.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
 
 from lattice.api.runtime import MLPolicy, TrainingRuntimeSpec
 from lattice.api.trainjob import TrainJob
 from lattice.frameworks.base import Problem
-from lattice.frameworks.naming import object_meta
-from lattice.frameworks.policies import flux, jax, mpi, torch, torchtune, xgboost
+from lattice.frameworks.policies import jax, mpi, torch, torchtune, xgboost
 from lattice.frameworks.policies.resources import gpus_per_node
+from lattice.frameworks.trainjob_flux import FluxPolicy
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_TRAINER,
     LAUNCHER,
@@ -61,15 +54,19 @@ from lattice.frameworks.trainjob_plans import (
     TorchPlan,
     upsert,
 )
+from lattice.frameworks.trainjob_policy import (
+    INDEX_REF,
+    MASTER_PORT,
+    Resources,
+    TrainJobPolicy,
+    env_entries,
+    first_host,
+    with_port,
+)
 from lattice.primitives.objects import Obj
 
 __all__ = [
-    "GENERATE_CURVE_CERT",
-    "INDEX_REF",
-    "LABEL_COMPLETION_INDEX",
-    "MASTER_PORT",
     "ML_POLICIES",
-    "TrainJobPolicy",
     "apply_policies",
     "policy_objects",
     "runtime_node_resources",
@@ -77,16 +74,7 @@ __all__ = [
     "trainjob_problems",
 ]
 
-#: A node's ``resources`` (``limits``, ``requests``), as the policies count them.
-Resources = Mapping[str, Any]
-
-#: Trainer's trainer port: torch's master, JAX's coordinator, XGBoost's tracker.
-MASTER_PORT = 29500
-LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-INDEX_REF = {"fieldRef": {"fieldPath": f"metadata.annotations['{LABEL_COMPLETION_INDEX}']"}}
 _SSH_VOLUME, _HOSTFILE_VOLUME = "mpi-ssh-auth", "mpi-hostfile"
-#: ``mpi.ANNOTATION_GENERATE`` value: fill ``flux.CURVE_KEY`` with a fresh CURVE certificate.
-GENERATE_CURVE_CERT = "flux-curve-cert"
 #: The torch policy's variables, in Trainer's order.
 _TRAINER_TORCH = (
     "PET_NNODES",
@@ -108,50 +96,6 @@ _TRAINER_MPI = {
         "OMPI_MCA_plm_rsh_args",
     ),
 }
-
-
-def _entries(env: Mapping[str, str | Obj]) -> list[Obj]:
-    return [
-        {"name": n, "value": v} if isinstance(v, str) else {"name": n, "valueFrom": v}
-        for n, v in env.items()
-    ]
-
-
-def _with_port(container: Obj, port: int) -> None:
-    if not any(p.get("containerPort") == port for p in container.get("ports") or ()):
-        container["ports"] = [*(container.get("ports") or ()), {"containerPort": port}]
-
-
-def _first_host(job: ResolvedJob) -> str:
-    """The first trainer pod's address (JobSet's ``<tj>-<rjob>-0-0.<subdomain>``)."""
-    return f"{job.name}-{job.trainer}-0-0.{job.subdomain}"
-
-
-class TrainJobPolicy:
-    """One ML policy plugin; the defaults do nothing."""
-
-    name: ClassVar[str] = ""
-
-    def active(self, ml: MLPolicy | None) -> bool:
-        return ml is not None and getattr(ml, self.name) is not None
-
-    def problems(self, tj: TrainJob, *, ml: MLPolicy, resources: Resources) -> list[Problem]:
-        del tj, ml, resources
-        return []
-
-    def runtime_problems(self, spec: TrainingRuntimeSpec) -> list[Problem]:
-        del spec
-        return []
-
-    def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
-        del job, r, spec, main
-
-    def objects(
-        self, job: ResolvedJob, *, labels: Mapping[str, str], owner: Obj
-    ) -> tuple[list[Obj], list[Obj]]:
-        """The ConfigMaps and Secrets of the policy."""
-        del job, labels, owner
-        return [], []
 
 
 class _Torch(TrainJobPolicy):
@@ -196,7 +140,7 @@ class _Torch(TrainJobPolicy):
     def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
         if job.torch is None:
             return
-        entries = _entries(_torch_env(job))
+        entries = env_entries(_torch_env(job))
         if r.name == job.trainer:
             tune = _tune_command(job, job.torch)
             mine = [e for e in entries if tune is None or not e["name"].startswith("PET_MASTER")]
@@ -206,7 +150,7 @@ class _Torch(TrainJobPolicy):
             name, value = torch.DEFAULT_RESTARTS
             if job.torch.elastic and not any(e.get("name") == name for e in main["env"]):
                 main["env"].append({"name": name, "value": value})
-            _with_port(main, MASTER_PORT)
+            with_port(main, MASTER_PORT)
         policy = job.ml_policy.torch if job.ml_policy else None
         injection = policy.env_injection if policy else None
         for target in (injection.targets if injection else None) or ():
@@ -224,7 +168,7 @@ def _tune_command(job: ResolvedJob, plan: TorchPlan) -> list[str] | None:
     if trainer is None or not torchtune.is_torchtune(trainer.command):
         return None
     return torchtune.tune_command(
-        endpoint=f"{_first_host(job)}:{MASTER_PORT}",
+        endpoint=f"{first_host(job)}:{MASTER_PORT}",
         nodes=job.max_nodes,
         nproc=plan.num_proc_per_node,
         gpus=gpus_per_node(job.node_resources),
@@ -246,7 +190,7 @@ def _container(spec: Obj, name: str) -> Obj | None:
 
 def _torch_env(job: ResolvedJob) -> dict[str, str | Obj]:
     assert job.torch is not None  # only called for torch runtimes
-    master = _first_host(job)
+    master = first_host(job)
     elastic = job.torch.elastic
     rdzv = None
     if elastic:
@@ -297,7 +241,7 @@ class _MPI(TrainJobPolicy):
                 impl, hostfile=f"{mpi.CONFIG_MOUNT_PATH}/hostfile", slots=job.mpi.slots
             )
             ordered = {n: env[n] for n in _TRAINER_MPI.get(impl, tuple(env))}
-            main["env"] = upsert(main.get("env"), _entries(ordered), key="name")
+            main["env"] = upsert(main.get("env"), env_entries(ordered), key="name")
         spec["volumes"] = upsert(spec.get("volumes"), volumes, key="name")
         main["volumeMounts"] = upsert(main.get("volumeMounts"), mounts, key="name")
 
@@ -311,11 +255,11 @@ class _JAX(TrainJobPolicy):
         env = jax.jax_env(
             processes=job.max_nodes,
             process_id=copy.deepcopy(INDEX_REF),
-            coordinator=_first_host(job),
+            coordinator=first_host(job),
             port=jax.PORT,
         )
-        main["env"] = upsert(main.get("env"), _entries(env), key="name")
-        _with_port(main, jax.PORT)
+        main["env"] = upsert(main.get("env"), env_entries(env), key="name")
+        with_port(main, jax.PORT)
 
 
 class _XGBoost(TrainJobPolicy):
@@ -336,117 +280,16 @@ class _XGBoost(TrainJobPolicy):
             return
         workers = xgboost.workers(nodes=job.max_nodes, gpus=gpus_per_node(job.node_resources))
         env = xgboost.xgboost_env(
-            tracker=_first_host(job),
+            tracker=first_host(job),
             port=xgboost.PORT,
             task_id=copy.deepcopy(INDEX_REF),
             workers=workers,
         )
-        main["env"] = upsert(main.get("env"), _entries(env), key="name")
-        _with_port(main, xgboost.PORT)
+        main["env"] = upsert(main.get("env"), env_entries(env), key="name")
+        with_port(main, xgboost.PORT)
 
 
-class _Flux(TrainJobPolicy):
-    name = "flux"
-
-    def problems(self, tj: TrainJob, *, ml: MLPolicy, resources: Resources) -> list[Problem]:
-        del ml, resources
-        npp = tj.spec.trainer.num_proc_per_node if tj.spec.trainer else None
-        if npp is None:
-            return []
-        if not isinstance(npp, int):
-            why = f"must have an int value for Flux TrainJob, got {npp!r}"
-            return [Problem("spec.trainer.numProcPerNode", why)]
-        if npp < 1:
-            why = f"must be greater than or equal to 1 for Flux TrainJob, got {npp}"
-            return [Problem("spec.trainer.numProcPerNode", why)]
-        return []
-
-    def runtime_problems(self, spec: TrainingRuntimeSpec) -> list[Problem]:
-        problems: list[Problem] = []
-        for i, rjob in enumerate(spec.template.spec.replicated_jobs):
-            pod = ((rjob.template.get("spec") or {}).get("template") or {}).get("spec") or {}
-            for j, container in enumerate(pod.get("initContainers") or ()):
-                if container.get("name") == flux.INSTALLER:
-                    where = (
-                        f"spec.template.spec.replicatedJobs[{i}].template.spec.template.spec"
-                        f".initContainers[{j}].name"
-                    )
-                    why = f"{flux.INSTALLER} is reserved for the Flux policy"
-                    problems.append(Problem(where, why))
-        return problems
-
-    def patch(self, job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:
-        if r.name != job.trainer:
-            return
-        config = f"{job.name}-flux-entrypoint"
-        image = flux.settings(main.get("env") or ())["FLUX_VIEW_IMAGE"]
-        volumes = flux.volumes(config_map=config, curve_secret=f"{job.name}-flux-curve")
-        spec["volumes"] = upsert(spec.get("volumes"), volumes, key="name")
-        installer = flux.installer(image=image, config_volume=config)
-        spec["initContainers"] = upsert(spec.get("initContainers"), [installer], key="name")
-        mounts = flux.node_mounts(config_volume=config)
-        main["volumeMounts"] = upsert(main.get("volumeMounts"), mounts, key="name")
-        original = [*(main.get("command") or ()), *(main.get("args") or ())]
-        main["command"] = flux.command([str(part) for part in original])
-        main.pop("args", None)
-
-    def objects(
-        self, job: ResolvedJob, *, labels: Mapping[str, str], owner: Obj
-    ) -> tuple[list[Obj], list[Obj]]:
-        plan = job.rjob(job.trainer)
-        containers = (plan.template.get("spec") or {}).get("containers") or ()
-        at = next((i for i, c in enumerate(containers) if c.get("name") == NODE), 0)
-        env = containers[at].get("env") or () if containers else ()
-        settings = flux.settings(env)
-        hosts = flux.hostlist(f"{job.name}-{job.trainer}-0-", job.max_nodes)
-        namespace = job.namespace or "default"
-        broker = flux.broker_config(
-            hosts=hosts,
-            domain=f"{job.subdomain}.{namespace}.svc.cluster.local",
-            device=settings["FLUX_NETWORK_DEVICE"],
-            queue_policy=settings["FLUX_QUEUE_POLICY"],
-        )
-        policy = job.ml_policy.flux if job.ml_policy else None
-        npp = job.trainjob.spec.trainer.num_proc_per_node if job.trainjob.spec.trainer else None
-        tasks = npp if isinstance(npp, int) else (policy.num_proc_per_node if policy else 1)
-        gpus = gpus_per_node(job.node_resources)
-        entrypoint = flux.entrypoint_script(
-            main_host=f"{job.name}-{job.trainer}-0-0",
-            resources=flux.resource_spec(tasks=tasks, gpus=gpus),
-            flags=flux.run_flags(nodes=job.max_nodes, tasks=tasks, gpus=gpus),
-        )
-
-        def meta(name: str, **annotations: str) -> Obj:
-            return object_meta(
-                name=name,
-                namespace=job.namespace,
-                labels=labels,
-                owner=owner,
-                annotations=annotations or None,
-            )
-
-        config: Obj = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": meta(f"{job.name}-flux-entrypoint"),
-            "data": {
-                "entrypoint.sh": entrypoint,
-                "init.sh": flux.init_script(hosts=hosts, broker=broker),
-            },
-        }
-        secret: Obj = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": meta(
-                f"{job.name}-flux-curve", **{mpi.ANNOTATION_GENERATE: GENERATE_CURVE_CERT}
-            ),
-            "type": "Opaque",
-            "data": {flux.CURVE_KEY: ""},
-        }
-        return [config], [secret]
-
-
-ML_POLICIES: tuple[TrainJobPolicy, ...] = (_Torch(), _MPI(), _JAX(), _XGBoost(), _Flux())
+ML_POLICIES: tuple[TrainJobPolicy, ...] = (_Torch(), _MPI(), _JAX(), _XGBoost(), FluxPolicy())
 
 
 def apply_policies(job: ResolvedJob, r: ReplicatedJobPlan, spec: Obj, main: Obj) -> None:

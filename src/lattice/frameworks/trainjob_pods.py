@@ -36,12 +36,7 @@ from lattice.frameworks.naming import job_owner
 from lattice.frameworks.podspec import with_placement
 from lattice.frameworks.policies import mpi
 from lattice.frameworks.trainjob_jobset import LABEL_COORDINATOR, add_claim_volumes, group_meta
-from lattice.frameworks.trainjob_mlpolicies import (
-    INDEX_REF,
-    LABEL_COMPLETION_INDEX,
-    MASTER_PORT,
-    apply_policies,
-)
+from lattice.frameworks.trainjob_mlpolicies import apply_policies
 from lattice.frameworks.trainjob_plans import (
     ANCESTOR_DATASET,
     ANCESTOR_MODEL,
@@ -54,6 +49,7 @@ from lattice.frameworks.trainjob_plans import (
     ResolvedJob,
     main_container,
 )
+from lattice.frameworks.trainjob_policy import INDEX_REF, LABEL_COMPLETION_INDEX, MASTER_PORT
 from lattice.primitives.objects import Obj
 
 __all__ = [
