@@ -18,11 +18,12 @@ Contract (see ``lattice.frameworks.base`` for the protocol, ``trainjob_runtime``
   (initializers last), the ``lattice.breezeml.ai/priority`` annotation, ``ctx.default_priority``.
   Suspended: ``spec.suspend``.
 - **Run policy.** cleanPodPolicy Running (JobSet deletes its active Jobs when it finishes and
-  keeps the finished ones); backoffLimit the smallest Job ``backoffLimit`` (default 6). The
-  runtime's JobSet ``ttlSecondsAfterFinished``: that long after the TrainJob finished its pods,
-  Services and owned claims are deleted and the TrainJob stays (JobSet deletes itself, and
-  what it owns, and Trainer keeps the TrainJob); its ConfigMaps and Secrets stay, as upstream
-  (the TrainJob owns them there).
+  keeps the finished ones), the headless Service kept (it goes with the JobSet); backoffLimit
+  the smallest Job ``backoffLimit`` (default 6). The runtime's JobSet
+  ``ttlSecondsAfterFinished``: that long after the TrainJob finished its pods, Services and
+  owned claims are deleted and the TrainJob stays (JobSet deletes itself, and what it owns, and
+  Trainer keeps the TrainJob); its ConfigMaps and Secrets stay, as upstream (the TrainJob owns
+  them there).
 - **Claims** at every size, waiting and suspended included (JobSet creates them with the
   JobSet): the runtime's ``volumeClaimPolicies`` as PVCs ``<template>-<tj>``, owned unless
   ``Retain`` (``trainjob_jobset``), mounted where a container mounts the template's name.
@@ -218,6 +219,7 @@ class TrainJobPlugin(KubeflowStatus):
     def run_policy(self, job: ResolvedJob) -> RunPolicyView:
         return RunPolicyView(
             clean_pod_policy="Running",
+            service_cleanup="None",
             active_deadline_seconds=job.trainjob.spec.active_deadline_seconds,
             ttl_seconds_after_finished=job.ttl_seconds_after_finished,
             ttl_children=None if job.ttl_seconds_after_finished is None else (PVC_KIND,),

@@ -343,3 +343,19 @@ async def test_an_ignored_pod_group_policy_is_told_once_as_a_warning() -> None:
     kind, note = warned[0]
     assert kind == "Warning"
     assert note.startswith("spec.podGroupPolicy.volcano: ignored")
+
+
+async def test_a_finished_trainjob_keeps_its_headless_service() -> None:
+    # JobSet deletes its active Jobs when it finishes, never its Service: that goes with the
+    # JobSet (here the TrainJob), or with its TTL.
+    w = world(runtime())
+    w.apply(trainjob(), size=2)
+    await w.reconcile("tj")
+    assert w.names("services") == ["tj"]
+    w.set_pod("tj-node-0-0", "Running")
+    w.set_pod("tj-node-0-1", "Failed")
+    for _ in range(3):
+        await w.reconcile("tj")
+    assert w.conditions("tj")["Failed"]["status"] == "True"
+    assert w.names("pods") == ["tj-node-0-1"], "the running pod is deleted, the failed one kept"
+    assert w.names("services") == ["tj"]

@@ -613,13 +613,16 @@ def test_torch_gang_demand(trainer: Obj, unit: str, size: int, units: int) -> No
 def test_suspend_and_run_policy() -> None:
     job = parse(tj(suspend=True))
     assert PLUGIN.demand(job, NODE).suspended is True
-    # backoffLimit is each Job's own (``trainjob_failures``), never the reconciler's.
-    assert PLUGIN.run_policy(job) == RunPolicyView(clean_pod_policy="Running")
+    # backoffLimit is each Job's own (``trainjob_failures``), never the reconciler's; the
+    # headless Service stays with the finished job, as JobSet's does.
+    assert PLUGIN.run_policy(job) == RunPolicyView(
+        clean_pod_policy="Running", service_cleanup="None"
+    )
     rt = runtime(jobs=[rjob("node", "trainer", backoffLimit=2)])
     job = parse(tj("rt", activeDeadlineSeconds=30), ctx(rt))
     assert job.rjob("node").backoff_limit == 2
     assert PLUGIN.run_policy(job) == RunPolicyView(
-        clean_pod_policy="Running", active_deadline_seconds=30
+        clean_pod_policy="Running", service_cleanup="None", active_deadline_seconds=30
     )
 
 
