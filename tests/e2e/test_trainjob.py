@@ -7,7 +7,8 @@
    with ``jobsStatus`` and no Kubeflow Created/Running conditions.
 2. A TrainJob applied before its runtime waits (``Created=False``, reason
    ``TrainingRuntimeNotFound``, a Warning event, no pods) and runs once the runtime exists.
-3. A trainer pod exiting non-zero fails the TrainJob (``FailedJobs``, naming pod and code).
+3. A trainer pod exiting non-zero fails the TrainJob (``FailedJobs``, naming pod and code); the
+   running pod is deleted, the failed pod and the headless Service are kept.
 4. Kueue-style ``spec.suspend`` then unsuspend: ``Suspended`` True (``Suspended``) with no pods,
    then False (``Resumed``) and the pods are created.
 5. Initializers: the dataset initializer runs alone first (``STORAGE_URI``), the trainer pod,
@@ -193,6 +194,14 @@ def test_trainer_pod_exiting_non_zero_fails_the_trainjob(
         assert "3" in failed["message"]
         assert not any(c["type"] == "Complete" for c in status["conditions"])
         tj.wait_stage("crash", "Completed")
+        # cleanPodPolicy Running: the pod still running goes, the failed one and the headless
+        # Service stay (JobSet deletes its Service only with itself).
+        tj.wait(
+            "crash",
+            lambda _: sorted(tj.pods("crash")) == ["crash-node-0-1"],
+            what="only the failed pod left",
+        )
+        assert list(tj.owned("services", "crash")) == ["crash"]
 
 
 def test_suspend_then_unsuspend_kueue_style(
