@@ -1,9 +1,10 @@
 """``lattice simulate``: argument parsing, the summary table, ``--json`` and ``--png`` output.
 
 Contract: :func:`add_arguments` registers the flags on a parser; :func:`main` runs the
-experiment described by the parsed namespace, prints the table and returns an exit status
-(0 ok, 2 bad input). File I/O here is limited to reading the trace and the speedup CSVs and
-writing the requested JSON/PNG files.
+experiment described by the parsed namespace, prints the trace's load on the capacity
+(:func:`~lattice.sim.metrics.offered_load`, also in ``--json``) and the table, and returns an
+exit status (0 ok, 2 bad input). File I/O here is limited to reading the trace and the speedup
+CSVs and writing the requested JSON/PNG files.
 
 - Checked before the run, so a long run never ends in an error: ``--json``/``--png`` must be
   writable (the file is opened for appending, and removed again if it did not exist), and the
@@ -26,6 +27,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,7 +45,7 @@ from lattice.sim.cluster import (
     pools_from_json,
 )
 from lattice.sim.figure import render_png
-from lattice.sim.metrics import format_table
+from lattice.sim.metrics import format_table, offered_load
 from lattice.sim.runner import ALL_POLICIES, run_policies
 from lattice.sim.speedup import load_fits
 from lattice.sim.trace import MappingOptions, map_jobs, parse_priority_mix, read_trace
@@ -318,6 +320,8 @@ def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
         print(f"lattice simulate: {exc}", file=sys.stderr)
         return 2
     print(f"{len(jobs)} jobs, capacity {capacity} {args.unit}s, speedup {args.speedup}")
+    load = offered_load(jobs, capacity)
+    print(load.describe(capacity, args.unit))
     print(format_table([r.metrics for r in runs]))
     if args.json:
         doc = {
@@ -329,6 +333,7 @@ def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
             "resize_interval": config.resize_interval.total_seconds(),
             "unit_resource": cluster.unit_resource,
             "pools": _describe(cluster.pools),
+            "load": asdict(load),
             "policies": [
                 {
                     **{k: _clean(v) for k, v in r.metrics.to_dict().items()},

@@ -13,19 +13,23 @@ Contract (all times in seconds, over finished jobs; ``unfinished`` counts the ot
 - ``preemptions``: running jobs stopped (size to 0), in total; ``lost_unit_hours``: the work
   rigid jobs lost to those stops (run time since their last checkpoint x their size).
 - :func:`no_queueing` is the lower bound on average JCT: every job alone at its max size.
+- :func:`offered_load`: what the trace asks of ``capacity`` over the no-queueing span (first
+  submission to the last no-queueing finish): the work run at every job's min, requested and
+  max size, in unit-seconds over capacity x span, and the share of that span during which the
+  no-queueing schedule holds more than ``capacity`` (how far that bound is from reachable).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from lattice.sim.engine import JobResult, SimResult
 from lattice.sim.trace import SimJob
 
-__all__ = ["Metrics", "format_table", "measure", "no_queueing"]
+__all__ = ["Load", "Metrics", "format_table", "measure", "no_queueing", "offered_load"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,6 +147,52 @@ def _h(seconds: float) -> str:
 
 def _p(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Load:
+    """What a trace asks of a capacity (:func:`offered_load`)."""
+
+    at_min: float
+    at_request: float
+    at_max: float
+    over_capacity: float
+
+    def describe(self, capacity: int, unit: str) -> str:
+        return (
+            f"load {self.at_min:.2f} at min size, {self.at_request:.2f} at request, "
+            f"{self.at_max:.2f} at max; every job at max from arrival needs more than "
+            f"{capacity} {unit}s {100 * self.over_capacity:.0f}% of the time"
+        )
+
+
+def offered_load(jobs: Sequence[SimJob], capacity: int) -> Load:
+    """The load of ``jobs`` on ``capacity`` units (module docstring)."""
+    if not jobs or capacity <= 0:
+        return Load(at_min=0.0, at_request=0.0, at_max=0.0, over_capacity=0.0)
+    start = min(j.submit for j in jobs)
+    span = max(j.submit + j.alone() for j in jobs) - start
+    if span <= 0:
+        return Load(at_min=0.0, at_request=0.0, at_max=0.0, over_capacity=0.0)
+
+    def load(size: Callable[[SimJob], int]) -> float:
+        held = sum(size(j) * j.work / j.model.speedup(size(j)) for j in jobs)
+        return held / (capacity * span)
+
+    steps = sorted(
+        [(j.submit, j.max_size) for j in jobs] + [(j.submit + j.alone(), -j.max_size) for j in jobs]
+    )
+    held, at, over = 0, start, 0.0
+    for t, change in steps:
+        if held > capacity:
+            over += t - at
+        held, at = held + change, t
+    return Load(
+        at_min=load(lambda j: j.min_size),
+        at_request=load(lambda j: j.units),
+        at_max=load(lambda j: j.max_size),
+        over_capacity=over / span,
+    )
 
 
 def format_table(rows: Sequence[Metrics], *, baseline: str = "fifo-backfill") -> str:

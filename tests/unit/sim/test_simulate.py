@@ -14,7 +14,7 @@ from lattice.scheduler.core import SchedulerConfig, Strategy
 from lattice.sim.cli import add_arguments, main
 from lattice.sim.engine import simulate
 from lattice.sim.figure import render_png
-from lattice.sim.metrics import format_table, measure, no_queueing
+from lattice.sim.metrics import format_table, measure, no_queueing, offered_load
 from lattice.sim.policies import FifoAllocator, GreedyAllocator, LatticeAllocator, make_nodes
 from lattice.sim.runner import run_policies
 from lattice.sim.speedup import (
@@ -342,3 +342,22 @@ def test_promotion_admits_a_long_job_under_a_steady_overloading_stream(limit: fl
     unguarded = finish(1e12)
     assert unguarded is not None
     assert unguarded > stream_end
+
+
+def test_offered_load_at_each_size_and_time_over_capacity() -> None:
+    # Linear speedup: a job's work at any size is units x duration unit-seconds.
+    # j0: 2 units x 100 s (min 1, max 4: alone 50 s); j1 at 25 s: 2 x 50 (min 2, max 2).
+    jobs = [job(0, 0, 100, 2, 1, 4), job(1, 25, 50, 2, 2, 2)]
+    load = offered_load(jobs, capacity=4)
+    # Span: 0 to the last no-queueing finish (j1 at 25 + 50 = 75); work 300 unit-seconds at
+    # every size under linear speedup.
+    assert load.at_min == load.at_request == load.at_max == pytest.approx(300 / (4 * 75))
+    # At max from arrival, 4 + 2 units are held from 25 to 50: 25 of 75 s over 4 units.
+    assert load.over_capacity == pytest.approx(25 / 75)
+    assert "4 gpus 33% of the time" in load.describe(4, "gpu")
+    assert offered_load(jobs, capacity=6).over_capacity == 0.0
+    # Amdahl: a job's units at its minimum do its work in fewer unit-seconds than at its max.
+    amdahl = [job(0, 0, 100, 2, 1, 4, model=Amdahl(0.5))]
+    load = offered_load(amdahl, capacity=4)
+    assert load.at_min < load.at_request < load.at_max
+    assert offered_load([], capacity=4).at_max == 0.0
