@@ -282,7 +282,7 @@ def test_trace_readers_and_mapping(tmp_path: Path) -> None:
         read_trace(tmp_path / "bad.csv")
 
 
-def test_run_policies_and_cli(tmp_path: Path) -> None:
+def test_run_policies_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "g.csv"
     trace.write_text("submit,duration,units\n0,100,2\n10,100,4\n20,50,2\n")
     runs = run_policies(
@@ -301,6 +301,12 @@ def test_run_policies_and_cli(tmp_path: Path) -> None:
     assert main(args) == 0
     doc = json.loads(out.read_text())
     assert doc["policies"][0]["avg_jct"] == pytest.approx(340 / 3)
+    # The load line before the table, and in the JSON: 2x100 + 4x100 + 2x50 unit-seconds at
+    # the requested sizes.
+    jobs = map_jobs(read_trace(trace), MappingOptions(), capacity=4)
+    span = max(j.submit + j.alone() for j in jobs)
+    assert doc["load"]["at_request"] == pytest.approx(700 / (4 * span))
+    assert offered_load(jobs, 4).describe(4, "gpu") in capsys.readouterr().out
 
 
 def test_mix_draws_fitted_applications() -> None:
