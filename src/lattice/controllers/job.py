@@ -40,8 +40,9 @@ Contract (level-triggered; the key is ``namespace/name``; each step's policy is 
    ``Created=False``/``ChildCreateRefused`` with the apiserver's message
    (``conditions.child_refusals``) and requeue the key with a growing delay
    (:func:`refusal_retry`), never raise: the scheduler requeues the job when the refusal
-   lasts (``lattice.frameworks.refusals``). A create that finds the namespace being deleted
-   ends the reconcile with nothing written or retried.
+   lasts (``lattice.frameworks.refusals``). A create that finds the namespace being deleted,
+   or a status write that finds the job deleted (404), ends the reconcile with nothing more
+   written or retried.
 
 7. After the status write, a plugin that ``IgnoresFields`` gets one Warning Event
    ``IgnoredField`` per ignored field the job sets (naming its path and why), once per
@@ -94,7 +95,7 @@ from lattice.controllers.placement import (
 )
 from lattice.controllers.rounds import ChildRounds, desired_children
 from lattice.controllers.watch import child_handler, job_handler, projected_child, raw_child
-from lattice.controllers.write import StatusWrite, counter_families
+from lattice.controllers.write import JobGone, StatusWrite, counter_families
 from lattice.frameworks.base import (
     IgnoresFields,
     InvalidJob,
@@ -238,6 +239,12 @@ class JobReconciler:
     # -- reconcile ------------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> Result:
+        try:
+            return await self._reconcile(key)
+        except JobGone:
+            return Result()  # deleted since the cache read it: its delete event forgets it
+
+    async def _reconcile(self, key: str) -> Result:
         ns, _, name = key.partition("/")
         obj = self._jobs.store.get(key)
         if obj is None:

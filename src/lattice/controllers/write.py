@@ -10,6 +10,9 @@ Contract:
   from it until the cache shows the write.
 - It is called once at the end of a reconcile, and before deleting pods (to recreate them, or to
   stop a job past its deadline or backoffLimit), so what those deletes count is persisted first.
+- A write that finds the job gone (404: deleted since the cache read it) raises
+  :class:`JobGone`; nothing is recorded or counted, and the reconcile ends (the delete event
+  that follows forgets the job).
 - Only after a write that happened are the step's events recorded and its counters counted;
   both lists are cleared either way. Counted: ``training_operator_jobs_{created,successful,
   failed,restarted}_total{job_namespace,framework}`` for every kind, and the upstream families
@@ -25,15 +28,19 @@ from typing import Any
 from lattice.controllers.conditions import CREATED, FAILED, RESTARTED, SUCCESSFUL
 from lattice.controllers.jobstatus import ReadBack, Step, get_path, status_after
 from lattice.frameworks.base import CountsJobs, JobPlugin, RendersStatus
-from lattice.kube import KubeClient
+from lattice.kube import KubeClient, NotFound
 from lattice.kube.resources import Resource
 from lattice.runtime.events import EventRecorder
 from lattice.runtime.metrics import Metrics
 from lattice.runtime.status import StatusWriter
 
-__all__ = ["StatusWrite", "counter_families"]
+__all__ = ["JobGone", "StatusWrite", "counter_families"]
 
 Count = Callable[[str], None]
+
+
+class JobGone(Exception):
+    """The job was deleted between the cache read and its status write."""
 
 
 def counter_families(
@@ -102,14 +109,19 @@ class StatusWrite:
                 generation=generation if isinstance(generation, int) else None,
                 now=step.now,
             )
-        written = await self._writer.write(
-            self._res,
-            namespace=ref.namespace,
-            name=ref.name,
-            resource_version=None,
-            old=old,
-            new=status_after(obj, plugin, exec_block),
-        )
+        try:
+            written = await self._writer.write(
+                self._res,
+                namespace=ref.namespace,
+                name=ref.name,
+                resource_version=None,
+                old=old,
+                new=status_after(obj, plugin, exec_block),
+            )
+        except NotFound as exc:
+            step.events.clear()
+            step.counters.clear()
+            raise JobGone(f"{ref.namespace}/{ref.name}") from exc
         if written is not None:
             step.obj = written
             self._read_back.wrote(f"{ref.namespace}/{ref.name}", written)
