@@ -2,9 +2,11 @@
 
 Contract: :func:`add_arguments` registers the flags on a parser; :func:`main` runs the
 experiment described by the parsed namespace, prints the trace's load on the capacity
-(:func:`~lattice.sim.metrics.offered_load`, also in ``--json``) and the table, and returns an
-exit status (0 ok, 2 bad input). File I/O here is limited to reading the trace and the speedup
-CSVs and writing the requested JSON/PNG files.
+(:func:`~lattice.sim.metrics.offered_load`, also in ``--json``) and the table, with
+``--lower-bound`` the average JCT no schedule can beat (:func:`~lattice.sim.bound.lower_bound`,
+``--bound-slot``, ``--bound-keep``; ``lower_bound`` in ``--json``), and returns an exit status
+(0 ok, 2 bad input, or the bound's solver missing or failing). File I/O here is limited to
+reading the trace and the speedup CSVs and writing the requested JSON/PNG files.
 
 - Checked before the run, so a long run never ends in an error: ``--json``/``--png`` must be
   writable (the file is opened for appending, and removed again if it did not exist), and the
@@ -26,7 +28,7 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -36,6 +38,7 @@ from lattice.durations import parse_seconds
 from lattice.primitives.quantity import resource_units
 from lattice.scheduler.core import SchedulerConfig, Strategy
 from lattice.scheduler.core.events import format_duration
+from lattice.sim.bound import Bound, lower_bound
 from lattice.sim.cluster import (
     ClusterModel,
     Pool,
@@ -46,7 +49,7 @@ from lattice.sim.cluster import (
 )
 from lattice.sim.figure import render_png
 from lattice.sim.metrics import format_table, offered_load
-from lattice.sim.runner import ALL_POLICIES, run_policies
+from lattice.sim.runner import ALL_POLICIES, PolicyRun, run_policies
 from lattice.sim.speedup import load_fits
 from lattice.sim.trace import MappingOptions, map_jobs, parse_priority_mix, read_trace
 
@@ -94,6 +97,18 @@ class Progress:
             f"lattice simulate: {policy}: {finished}/{total} jobs finished ({share}%), {elapsed}\n"
         )
         self._stream.flush()
+
+
+def _describe_bound(bound: Bound, runs: Sequence[PolicyRun]) -> str:
+    """The ``--lower-bound`` line: the bound, against ``fifo-backfill`` when it ran."""
+    base = next((r.metrics for r in runs if r.metrics.policy == "fifo-backfill"), None)
+    ratio = f" ({bound.avg_jct / base.avg_jct:.2f}x fifo-backfill's)" if base else ""
+    return (
+        f"lower bound: no schedule's average JCT is below {bound.avg_jct / 3600:.2f}h{ratio}; "
+        f"every job alone at max from arrival: {bound.no_queueing / 3600:.2f}h "
+        f"({bound.jobs_in_program} of {bound.jobs} jobs in the program, {bound.slots} slots of "
+        f"{format_duration(timedelta(seconds=bound.slot))})"
+    )
 
 
 def _pool_arg(raw: str) -> Pool:
@@ -249,6 +264,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--speedup-dir", type=Path, default=Path(_DEFAULT_SPEEDUP_DIR))
     p.add_argument("--json", type=Path, help="write metrics (and per-job results) here")
     p.add_argument("--png", type=Path, help="write a figure (JCT CDF, utilisation, queue)")
+    p.add_argument(
+        "--lower-bound",
+        action="store_true",
+        help="also solve for the average JCT no schedule can beat (needs the sim extra)",
+    )
+    p.add_argument("--bound-slot", type=_duration, default=3 * 3600.0, help="its slot (3h)")
+    p.add_argument(
+        "--bound-keep", type=_duration, default=6 * 3600.0, help="jobs alone this long in it (6h)"
+    )
 
 
 def _config(args: argparse.Namespace) -> SchedulerConfig:
@@ -323,6 +347,14 @@ def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
     load = offered_load(jobs, capacity)
     print(load.describe(capacity, args.unit))
     print(format_table([r.metrics for r in runs]))
+    bound = None
+    if args.lower_bound:
+        try:
+            bound = lower_bound(jobs, capacity, slot=args.bound_slot, keep=args.bound_keep)
+        except (RuntimeError, ValueError) as exc:
+            print(f"lattice simulate: --lower-bound: {exc}", file=sys.stderr)
+            return 2
+        print(_describe_bound(bound, runs))
     if args.json:
         doc = {
             "trace": str(args.trace),
@@ -334,6 +366,7 @@ def main(args: argparse.Namespace, *, progress: Progress | None = None) -> int:
             "unit_resource": cluster.unit_resource,
             "pools": _describe(cluster.pools),
             "load": asdict(load),
+            "lower_bound": None if bound is None else asdict(bound),
             "policies": [
                 {
                     **{k: _clean(v) for k, v in r.metrics.to_dict().items()},
