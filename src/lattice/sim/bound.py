@@ -26,6 +26,10 @@ the simulator's model:
   charged ``d``, its time alone, and its units are not counted against the capacity): both
   relax the problem, so the result stays a lower bound, and the program stays small.
 
+The bound reported is the larger of the program's optimum and the no-queueing bound (every job
+alone at its maximum from arrival), which is a lower bound too and can be the larger by up to
+half a slot per job, as the program counts progress at the slots' starts.
+
 What the program ignores (placement on nodes and pools, priorities, restarts, lost work,
 integral sizes between two hull points) can only make a real schedule slower. Smaller slots, a
 smaller ``keep`` and more lines give a bound closer to the best schedule, for a larger program.
@@ -53,8 +57,11 @@ _HOUR = 3600.0
 class Bound:
     """What :func:`lower_bound` found; times in seconds."""
 
-    #: Every schedule's average JCT is at least this.
+    #: Every schedule's average JCT is at least this: the larger of ``program`` and
+    #: ``no_queueing``.
     avg_jct: float
+    #: The program's optimum, as an average JCT.
+    program: float
     #: The average JCT of every job alone at its maximum from arrival (the bound without the
     #: capacity).
     no_queueing: float
@@ -118,10 +125,12 @@ def lower_bound(
     kept = [(j, d) for j, d in zip(jobs, alone, strict=True) if d >= keep]
     outside = sum(d for d in alone if d < keep)
     cost = _solve(kept, capacity, start=start, slot=slot, count=count, lines=lines) if kept else 0.0
-    total = cost * _HOUR + sum(d / 2 for _, d in kept) + outside
+    program = (cost * _HOUR + sum(d / 2 for _, d in kept) + outside) / len(jobs)
+    no_queueing = sum(alone) / len(jobs)
     return Bound(
-        avg_jct=total / len(jobs),
-        no_queueing=sum(alone) / len(jobs),
+        avg_jct=max(program, no_queueing),
+        program=program,
+        no_queueing=no_queueing,
         jobs_in_program=len(kept),
         jobs=len(jobs),
         slots=count,

@@ -36,12 +36,13 @@ def _job(
     )
 
 
-def test_a_job_alone_is_bounded_by_its_time_alone_less_half_a_slot() -> None:
-    # Progress at the full rate, counted at each slot's start: the mean time of progress is
-    # (d - slot) / 2, and the job finishes d / 2 after it.
+def test_a_job_alone_is_bounded_by_its_time_alone() -> None:
+    # Progress at the full rate, counted at each slot's start: the program's mean time of
+    # progress is (d - slot) / 2, and the job finishes d / 2 after it. The no-queueing bound,
+    # the job's time alone, is then the larger.
     bound = lower_bound([_job("a")], 4, slot=HOUR, keep=0.0)
-    assert bound.avg_jct == pytest.approx(10 * HOUR - HOUR / 2)
-    assert bound.no_queueing == pytest.approx(10 * HOUR)
+    assert bound.program == pytest.approx(10 * HOUR - HOUR / 2)
+    assert bound.avg_jct == bound.no_queueing == pytest.approx(10 * HOUR)
     assert bound.jobs_in_program == 1
 
 
@@ -53,16 +54,17 @@ def test_two_gangs_that_each_fill_the_cluster_are_bounded_by_queueing_one_behind
     # slot of it.
     jobs = [_job("a"), _job("b")]
     bound = lower_bound(jobs, 4, slot=HOUR, keep=0.0)
-    assert 15 * HOUR - HOUR <= bound.avg_jct <= 15 * HOUR
+    assert 15 * HOUR - HOUR <= bound.avg_jct == bound.program <= 15 * HOUR
     alone = lower_bound(jobs, 8, slot=HOUR, keep=0.0)
-    assert alone.avg_jct == pytest.approx(10 * HOUR - HOUR / 2), "room for both: no queueing"
+    assert alone.program == pytest.approx(10 * HOUR - HOUR / 2), "room for both: no queueing"
 
 
 def test_jobs_shorter_than_keep_are_charged_their_time_alone() -> None:
     jobs = [_job("a"), _job("b"), _job("c", hours=1.0)]
     bound = lower_bound(jobs, 4, slot=HOUR, keep=100 * HOUR)
     assert bound.jobs_in_program == 0
-    assert bound.avg_jct == pytest.approx(bound.no_queueing) == pytest.approx(7 * HOUR)
+    assert bound.avg_jct == bound.program == pytest.approx(bound.no_queueing)
+    assert bound.no_queueing == pytest.approx(7 * HOUR)
     some = lower_bound(jobs, 4, slot=HOUR, keep=5 * HOUR)
     assert some.jobs_in_program == 2
     assert some.avg_jct > bound.avg_jct, "the two long gangs still queue behind each other"
@@ -116,7 +118,7 @@ def test_the_bound_is_never_above_a_schedule_the_simulator_ran(seed: int) -> Non
     best = min(r.metrics.avg_jct for r in runs)
     bound = lower_bound(jobs, 16, slot=HOUR / 4, keep=0.0)
     assert bound.avg_jct <= best
-    assert bound.avg_jct > bound.no_queueing, "16 units are too few for 40 jobs at max size"
+    assert bound.program > bound.no_queueing, "16 units are too few for 40 jobs at max size"
 
 
 @pytest.mark.parametrize(
