@@ -8,7 +8,8 @@ schedule that respects the capacity, whatever its order, sizes or preemptions. N
 no oracle that knows every job's length, can do better than the bound. It is a relaxation of
 the simulator's model:
 
-- **Per job**, ``d`` is its time alone at ``max_size``. Its progress rate is at most ``1/d``, so
+- **Per job**, ``d`` is its time alone at its fastest size (``max_size`` unless its speedup curve
+  falls before it: a measured curve can). Its progress rate is at most ``1/d``, so
   if its mean time of progress (the time at which, on average, its work is done) is ``M``, it
   finishes no earlier than ``M + d/2``; a job is charged ``M + d/2 - submit``.
 - **Progress against units.** With ``g`` units a job progresses at ``speedup(g) / work``. Each
@@ -27,7 +28,7 @@ the simulator's model:
   relax the problem, so the result stays a lower bound, and the program stays small.
 
 The bound reported is the larger of the program's optimum and the no-queueing bound (every job
-alone at its maximum from arrival), which is a lower bound too and can be the larger by up to
+alone at its fastest size from arrival), which is a lower bound too and can be the larger by up to
 half a slot per job, as the program counts progress at the slots' starts.
 
 What the program ignores (placement on nodes and pools, priorities, restarts, lost work,
@@ -47,7 +48,7 @@ from typing import Any
 
 from lattice.sim.trace import SimJob
 
-__all__ = ["Bound", "hull_lines", "lower_bound"]
+__all__ = ["Bound", "fastest", "hull_lines", "lower_bound"]
 
 #: Seconds per hour: the program is stated in hours and unit-hours, for its numerics.
 _HOUR = 3600.0
@@ -62,8 +63,8 @@ class Bound:
     avg_jct: float
     #: The program's optimum, as an average JCT.
     program: float
-    #: The average JCT of every job alone at its maximum from arrival (the bound without the
-    #: capacity).
+    #: The average JCT of every job alone at its fastest size from arrival (the bound without
+    #: the capacity).
     no_queueing: float
     #: Jobs in the program, out of all of them.
     jobs_in_program: int
@@ -95,6 +96,12 @@ def hull_lines(job: SimJob, *, lines: int) -> list[tuple[float, float]]:
     return [segments[i] for i in sorted(picks)]
 
 
+def fastest(job: SimJob) -> float:
+    """``job``'s time alone at its fastest size in ``min_size..max_size``."""
+    top = max(job.model.speedup(g) for g in range(job.min_size, job.max_size + 1))
+    return job.work / top
+
+
 def _turns_up(a: tuple[float, float], b: tuple[float, float], c: tuple[float, float]) -> bool:
     """Whether ``b`` lies on or below the chord from ``a`` to ``c`` (not on the upper hull)."""
     return (b[0] - a[0]) * (c[1] - a[1]) - (b[1] - a[1]) * (c[0] - a[0]) >= 0
@@ -118,10 +125,10 @@ def lower_bound(
         raise ValueError(f"capacity must be at least 1, not {capacity}")
     if slot <= 0 or horizon <= 0 or lines < 2:
         raise ValueError("slot and horizon must be positive and lines at least 2")
+    alone = [fastest(j) for j in jobs]
     start = min(j.submit for j in jobs)
-    span = max(j.submit + j.alone() for j in jobs) - start
+    span = max(j.submit + d for j, d in zip(jobs, alone, strict=True)) - start
     count = max(1, math.ceil(span * horizon / slot))
-    alone = [j.alone() for j in jobs]
     kept = [(j, d) for j, d in zip(jobs, alone, strict=True) if d >= keep]
     outside = sum(d for d in alone if d < keep)
     cost = _solve(kept, capacity, start=start, slot=slot, count=count, lines=lines) if kept else 0.0

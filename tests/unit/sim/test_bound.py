@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lattice.sim.bound import hull_lines, lower_bound
 from lattice.sim.cli import add_arguments, main
 from lattice.sim.runner import run_policies
-from lattice.sim.speedup import Amdahl, SpeedupModel
+from lattice.sim.speedup import AllReduce, Amdahl, LinearCapped, SpeedupModel
 from lattice.sim.trace import SimJob
 
 HOUR = 3600.0
@@ -57,6 +59,20 @@ def test_two_gangs_that_each_fill_the_cluster_are_bounded_by_queueing_one_behind
     assert 15 * HOUR - HOUR <= bound.avg_jct == bound.program <= 15 * HOUR
     alone = lower_bound(jobs, 8, slot=HOUR, keep=0.0)
     assert alone.program == pytest.approx(10 * HOUR - HOUR / 2), "room for both: no queueing"
+
+
+def test_a_curve_that_falls_before_the_max_is_bounded_at_its_fastest_size() -> None:
+    # Two units are slower than one here (S(2) = 2/3): the job is fastest alone at 1, in an
+    # hour, not at its maximum, in 1.5 hours; the simulator runs it in the hour.
+    falls = AllReduce(app="a", compute=1.0, alpha=1.0, beta=1.0)
+    job = SimJob(
+        id="f", submit=0, duration=HOUR, units=1, min_size=1, max_size=2, priority=0, model=falls
+    )
+    assert job.alone() == pytest.approx(1.5 * HOUR)
+    bound = lower_bound([job], 4, slot=HOUR / 4, keep=0.0)
+    assert bound.avg_jct == bound.no_queueing == pytest.approx(HOUR)
+    (run,) = run_policies([job], ["fifo-backfill"], capacity=4, timeline=False)
+    assert bound.avg_jct <= run.metrics.avg_jct
 
 
 def test_jobs_shorter_than_keep_are_charged_their_time_alone() -> None:
@@ -157,3 +173,56 @@ def test_the_cli_prints_the_bound_against_backfill_and_records_it(
     ratio = bound["avg_jct"] / backfill
     assert f"below {bound['avg_jct'] / 3600:.2f}h ({ratio:.2f}x fifo-backfill's)" in printed
     assert "HiGHS" not in printed, "the solver's banner stays off stdout"
+
+
+_MODELS = st.one_of(
+    st.builds(Amdahl, p=st.floats(0.5, 1.0)),
+    st.builds(LinearCapped, cap=st.one_of(st.none(), st.floats(1.0, 6.0))),
+    st.builds(
+        AllReduce,
+        app=st.just("a"),
+        compute=st.floats(0.5, 2.0),
+        alpha=st.floats(0.0, 1.0),
+        beta=st.floats(0.0, 1.0),
+    ),
+)
+
+
+@st.composite
+def _traces(draw: st.DrawFn) -> tuple[list[SimJob], int]:
+    capacity = draw(st.sampled_from([4, 8]))
+    jobs = []
+    for i in range(draw(st.integers(1, 12))):
+        units = draw(st.sampled_from([1, 2, 4]))
+        rigid = draw(st.booleans())
+        lo = units if rigid else draw(st.integers(1, units))
+        hi = units if rigid else draw(st.integers(units, capacity))
+        jobs.append(
+            SimJob(
+                id=f"j{i:02}",
+                submit=draw(st.floats(0, 24)) * HOUR,
+                duration=draw(st.floats(0.1, 20)) * HOUR,
+                units=units,
+                min_size=lo,
+                max_size=hi,
+                priority=draw(st.sampled_from([0, 10])),
+                model=draw(_MODELS),
+            )
+        )
+    return jobs, capacity
+
+
+@settings(max_examples=60, deadline=None)
+@given(_traces(), st.sampled_from([HOUR / 4, HOUR, 3 * HOUR]), st.sampled_from([0.0, 2 * HOUR]))
+def test_no_simulated_schedule_beats_the_bound(
+    trace: tuple[list[SimJob], int], slot: float, keep: float
+) -> None:
+    # Rigid and elastic jobs, priorities, linear, Amdahl and all-reduce curves: whatever the
+    # policy, the simulated average JCT is at least the bound.
+    jobs, capacity = trace
+    policies = ["lattice", "fifo-backfill", "fifo-strict", "lattice-original"]
+    runs = run_policies(jobs, policies, capacity=capacity, timeline=False)
+    bound = lower_bound(jobs, capacity, slot=slot, keep=keep)
+    assert bound.avg_jct >= bound.no_queueing
+    for run in runs:
+        assert bound.avg_jct <= run.metrics.avg_jct * (1 + 1e-9), run.metrics.policy
