@@ -105,7 +105,7 @@ def _describe_bound(bound: Bound, runs: Sequence[PolicyRun]) -> str:
     ratio = f" ({bound.avg_jct / base.avg_jct:.2f}x fifo-backfill's)" if base else ""
     return (
         f"lower bound: no schedule's average JCT is below {bound.avg_jct / 3600:.2f}h{ratio}; "
-        f"every job alone at max from arrival: {bound.no_queueing / 3600:.2f}h "
+        f"every job alone at its fastest size from arrival: {bound.no_queueing / 3600:.2f}h "
         f"({bound.jobs_in_program} of {bound.jobs} jobs in the program, {bound.slots} slots of "
         f"{format_duration(timedelta(seconds=bound.slot))})"
     )

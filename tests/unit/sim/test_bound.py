@@ -172,6 +172,7 @@ def test_the_cli_prints_the_bound_against_backfill_and_records_it(
     assert bound["no_queueing"] < bound["avg_jct"] <= backfill
     ratio = bound["avg_jct"] / backfill
     assert f"below {bound['avg_jct'] / 3600:.2f}h ({ratio:.2f}x fifo-backfill's)" in printed
+    assert f"alone at its fastest size from arrival: {bound['no_queueing'] / 3600:.2f}h" in printed
     assert "HiGHS" not in printed, "the solver's banner stays off stdout"
 
 
