@@ -48,10 +48,13 @@ from typing import Any
 
 from lattice.sim.trace import SimJob
 
-__all__ = ["Bound", "fastest", "hull_lines", "lower_bound"]
+__all__ = ["DEFAULT_KEEP", "DEFAULT_SLOT", "Bound", "fastest", "hull_lines", "lower_bound"]
 
 #: Seconds per hour: the program is stated in hours and unit-hours, for its numerics.
 _HOUR = 3600.0
+#: The defaults of ``slot`` and ``keep`` (seconds).
+DEFAULT_SLOT = 3 * _HOUR
+DEFAULT_KEEP = 6 * _HOUR
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,8 +114,8 @@ def lower_bound(
     jobs: Sequence[SimJob],
     capacity: int,
     *,
-    slot: float = 3 * _HOUR,
-    keep: float = 6 * _HOUR,
+    slot: float = DEFAULT_SLOT,
+    keep: float = DEFAULT_KEEP,
     horizon: float = 1.5,
     lines: int = 5,
 ) -> Bound:

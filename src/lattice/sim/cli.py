@@ -38,7 +38,7 @@ from lattice.durations import parse_seconds
 from lattice.primitives.quantity import resource_units
 from lattice.scheduler.core import SchedulerConfig, Strategy
 from lattice.scheduler.core.events import format_duration
-from lattice.sim.bound import Bound, lower_bound
+from lattice.sim.bound import DEFAULT_KEEP, DEFAULT_SLOT, Bound, lower_bound
 from lattice.sim.cluster import (
     ClusterModel,
     Pool,
@@ -99,6 +99,10 @@ class Progress:
         self._stream.flush()
 
 
+def _go_duration(seconds: float) -> str:
+    return format_duration(timedelta(seconds=seconds))
+
+
 def _describe_bound(bound: Bound, runs: Sequence[PolicyRun]) -> str:
     """The ``--lower-bound`` line: the bound, against ``fifo-backfill`` when it ran."""
     base = next((r.metrics for r in runs if r.metrics.policy == "fifo-backfill"), None)
@@ -107,7 +111,7 @@ def _describe_bound(bound: Bound, runs: Sequence[PolicyRun]) -> str:
         f"lower bound: no schedule's average JCT is below {bound.avg_jct / 3600:.2f}h{ratio}; "
         f"every job alone at its fastest size from arrival: {bound.no_queueing / 3600:.2f}h "
         f"({bound.jobs_in_program} of {bound.jobs} jobs in the program, {bound.slots} slots of "
-        f"{format_duration(timedelta(seconds=bound.slot))})"
+        f"{_go_duration(bound.slot)})"
     )
 
 
@@ -269,9 +273,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also solve for the average JCT no schedule can beat (needs the sim extra)",
     )
-    p.add_argument("--bound-slot", type=_duration, default=3 * 3600.0, help="its slot (3h)")
     p.add_argument(
-        "--bound-keep", type=_duration, default=6 * 3600.0, help="jobs alone this long in it (6h)"
+        "--bound-slot",
+        type=_duration,
+        default=DEFAULT_SLOT,
+        help=f"its time slot (default {_go_duration(DEFAULT_SLOT)})",
+    )
+    p.add_argument(
+        "--bound-keep",
+        type=_duration,
+        default=DEFAULT_KEEP,
+        help=f"jobs alone this long are in it (default {_go_duration(DEFAULT_KEEP)})",
     )
 
 
